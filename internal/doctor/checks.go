@@ -1,0 +1,425 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// readFile reads a file below root and trims surrounding white space.
+func readFile(root, path string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, path))
+	return strings.TrimSpace(string(b)), err
+}
+
+// readInt reads a file below root holding a single integer, as sysctls do.
+func readInt(root, path string) (int, error) {
+	s, err := readFile(root, path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(s)
+}
+
+// kernelRelease prefers Root's /proc/sys/kernel/osrelease so that fake
+// trees can pin it, and falls back to uname.
+func kernelRelease(root string, h *host) string {
+	if s, err := readFile(root, "proc/sys/kernel/osrelease"); err == nil && s != "" {
+		return s
+	}
+	if h.kernel != nil {
+		return h.kernel()
+	}
+	return ""
+}
+
+// osRelease returns PRETTY_NAME from /etc/os-release, or "".
+func osRelease(root string) string {
+	s, err := readFile(root, "etc/os-release")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
+// kernelAtLeast reports whether release (e.g. "6.8.0-45-generic") is at
+// least major.minor. Unparseable releases count as new enough.
+func kernelAtLeast(release string, major, minor int) bool {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return true
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	mnr, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return maj > major || maj == major && mnr >= minor
+}
+
+// errnoText renders an error as "EPERM (operation not permitted)" when it
+// wraps an errno, which is what users search for.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if name := errnoName(errno); name != "" {
+			return fmt.Sprintf("%s (%v)", name, errno)
+		}
+	}
+	return err.Error()
+}
+
+// errnoName maps the errnos the probes can return to their symbolic names.
+// It is a small table rather than unix.ErrnoName so it builds everywhere.
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.ENOENT:
+		return "ENOENT"
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EINVAL:
+		return "EINVAL"
+	case syscall.ENOSPC:
+		return "ENOSPC"
+	case syscall.ENOSYS:
+		return "ENOSYS"
+	case syscall.EOPNOTSUPP:
+		return "EOPNOTSUPP"
+	case syscall.ENXIO:
+		return "ENXIO"
+	case syscall.ENODEV:
+		return "ENODEV"
+	case syscall.EFAULT:
+		return "EFAULT"
+	case syscall.EBUSY:
+		return "EBUSY"
+	}
+	return ""
+}
+
+// usernsChecks covers the sysctls that gate user namespaces and a real
+// attempt to create one.
+func usernsChecks(ctx context.Context, root string, h *host) []Check {
+	var checks []Check
+	var fixes []string
+
+	c := Check{Name: "user namespaces"}
+	switch n, err := readInt(root, "proc/sys/user/max_user_namespaces"); {
+	case errors.Is(err, fs.ErrNotExist):
+		c.Status, c.Detail = Fail, "/proc/sys/user/max_user_namespaces is missing: kernel built without CONFIG_USER_NS"
+		c.Fix = "use a kernel built with CONFIG_USER_NS=y"
+	case err != nil:
+		c.Status, c.Detail = Warn, "cannot read max_user_namespaces: "+err.Error()
+	case n == 0:
+		c.Status, c.Detail = Fail, "max_user_namespaces=0: user namespaces are disabled"
+		c.Fix = "sysctl -w user.max_user_namespaces=15000"
+	default:
+		c.Status, c.Detail = OK, fmt.Sprintf("max_user_namespaces=%d", n)
+	}
+	checks = append(checks, c)
+	fixes = append(fixes, c.Fix)
+
+	// Debian and older Ubuntu kernels gate unprivileged user namespaces
+	// behind their own sysctl; root is not affected.
+	if n, err := readInt(root, "proc/sys/kernel/unprivileged_userns_clone"); err == nil {
+		c := Check{Name: "unprivileged userns (Debian)", Status: OK,
+			Detail: fmt.Sprintf("kernel.unprivileged_userns_clone=%d", n)}
+		if n == 0 {
+			if h.uid != 0 {
+				c.Status = Fail
+				c.Detail += ": unprivileged users may not create user namespaces"
+				c.Fix = "sysctl -w kernel.unprivileged_userns_clone=1"
+			} else {
+				c.Detail += " (applies only to non-root users)"
+			}
+		}
+		checks = append(checks, c)
+		fixes = append(fixes, c.Fix)
+	}
+
+	// Ubuntu 23.10+ lets AppArmor deny unprivileged user namespaces to
+	// binaries without a profile that grants `userns,`.
+	if n, err := readInt(root, "proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil {
+		c := Check{Name: "AppArmor userns restriction", Status: OK,
+			Detail: fmt.Sprintf("kernel.apparmor_restrict_unprivileged_userns=%d", n)}
+		if n == 1 {
+			if h.uid != 0 {
+				c.Status = Fail
+				c.Detail += ": AppArmor denies user namespaces to unconfined programs"
+				c.Fix = apparmorFix(h.exe)
+			} else {
+				c.Detail += " (applies only to non-root users)"
+			}
+		}
+		checks = append(checks, c)
+		fixes = append(fixes, c.Fix)
+	}
+
+	checks = append(checks, usernsProbeCheck(h.userns(ctx), fixes))
+	return checks
+}
+
+// apparmorFix gives both ways out of Ubuntu's user namespace restriction.
+func apparmorFix(exe string) string {
+	if exe == "" {
+		exe = "/usr/local/bin/airlock"
+	}
+	return "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\n" +
+		"or allow only airlock: write /etc/apparmor.d/airlock containing\n" +
+		"  abi <abi/4.0>,\n" +
+		"  include <tunables/global>\n" +
+		"  profile airlock " + exe + " flags=(unconfined) {\n" +
+		"    userns,\n" +
+		"    include if exists <local/airlock>\n" +
+		"  }\n" +
+		"then run: apparmor_parser -r /etc/apparmor.d/airlock"
+}
+
+// usernsProbeCheck turns the result of really creating a user namespace
+// into a check. sysctlFixes are the fixes of the sysctl checks, reused when
+// they explain the failure.
+func usernsProbeCheck(err error, sysctlFixes []string) Check {
+	c := Check{Name: "user namespace probe"}
+	if err == nil {
+		c.Status, c.Detail = OK, "started /bin/true in a new user namespace"
+		return c
+	}
+	c.Status = Fail
+	c.Detail = "clone(CLONE_NEWUSER) failed: " + errnoText(err)
+	for _, f := range sysctlFixes {
+		if f != "" {
+			c.Fix = "see the fixes above"
+			return c
+		}
+	}
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		c.Fix = "sysctl -w user.max_user_namespaces=15000"
+	case errors.Is(err, syscall.EPERM):
+		c.Fix = "if airlock runs inside a container, its runtime must allow unshare(CLONE_NEWUSER) " +
+			"(e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined), or run airlock on the host"
+	case errors.Is(err, syscall.EINVAL):
+		c.Fix = "use a kernel built with CONFIG_USER_NS=y"
+	}
+	return c
+}
+
+// seccompChecks reports filter support (a prerequisite) and user
+// notification (needed only for later features). The first check returned
+// is always the filter check.
+func seccompChecks(root string, p seccompProbe) []Check {
+	status := procStatusFields(root)
+	filter := Check{Name: "seccomp filters"}
+	var state string
+	switch mode := status["Seccomp"]; {
+	case p.modeErr == nil:
+		state = fmt.Sprintf("this process: seccomp mode %d", p.mode)
+	case mode != "":
+		state = "this process: seccomp mode " + mode
+	}
+	if n := status["Seccomp_filters"]; n != "" && n != "0" {
+		state += ", already under " + n + " filter(s); nested filters stack"
+	}
+
+	switch {
+	case p.filterErr == nil:
+		filter.Status, filter.Detail = OK, "supported (CONFIG_SECCOMP_FILTER)"
+	case errors.Is(p.filterErr, syscall.ENOSYS) || errors.Is(p.modeErr, syscall.EINVAL):
+		filter.Status, filter.Detail = Fail, "kernel built without seccomp (CONFIG_SECCOMP)"
+		filter.Fix = "use a kernel built with CONFIG_SECCOMP=y and CONFIG_SECCOMP_FILTER=y"
+	default:
+		filter.Status = Fail
+		filter.Detail = "kernel refuses seccomp filters (CONFIG_SECCOMP_FILTER missing?): " + errnoText(p.filterErr)
+		filter.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER=y"
+	}
+	if state != "" {
+		filter.Detail += "; " + state
+	}
+
+	notify := Check{Name: "seccomp user notification"}
+	switch {
+	case p.notifyErr == nil:
+		notify.Status, notify.Detail = OK, "SECCOMP_RET_USER_NOTIF available"
+	default:
+		notify.Status = Warn
+		notify.Detail = "SECCOMP_RET_USER_NOTIF unavailable (" + errnoText(p.notifyErr) +
+			"): features that supervise system calls from user space will be missing"
+		notify.Fix = "upgrade to Linux 5.0 or newer"
+	}
+	return []Check{filter, notify}
+}
+
+// procStatusFields parses /proc/self/status below root into key/value pairs.
+func procStatusFields(root string) map[string]string {
+	fields := map[string]string{}
+	f, err := os.Open(filepath.Join(root, "proc/self/status"))
+	if err != nil {
+		return fields
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	return fields
+}
+
+// landlockCheck reports the Landlock ABI. Missing Landlock is a warning:
+// the real start of the process level decides whether it is required.
+func landlockCheck(root, kernel string, abi func() (int, error)) Check {
+	c := Check{Name: "landlock"}
+	v, err := abi()
+	if err == nil {
+		c.Status, c.Detail = OK, fmt.Sprintf("ABI %d", v)
+		return c
+	}
+	c.Status = Warn
+	switch {
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		lsms, _ := readFile(root, "sys/kernel/security/lsm")
+		c.Detail = "Landlock is built into the kernel but not enabled at boot (EOPNOTSUPP)"
+		list := "landlock,lockdown,yama,integrity,apparmor"
+		if lsms != "" {
+			c.Detail += "; active LSMs: " + lsms
+			list = "landlock," + lsms
+		}
+		c.Fix = "add landlock to the lsm= kernel parameter, e.g. lsm=" + list +
+			" (append it to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, reboot)"
+	case errors.Is(err, syscall.ENOSYS) && !kernelAtLeast(kernel, 5, 13):
+		c.Detail = "kernel " + kernel + " is older than 5.13, which introduced Landlock"
+		c.Fix = "upgrade to Linux 5.13 or newer"
+	case errors.Is(err, syscall.ENOSYS):
+		c.Detail = "kernel " + kernel + " was built without Landlock (CONFIG_SECURITY_LANDLOCK)"
+		c.Fix = "use a kernel built with CONFIG_SECURITY_LANDLOCK=y"
+	default:
+		c.Detail = "landlock_create_ruleset failed: " + errnoText(err)
+	}
+	c.Detail += "; the process level has no Landlock filesystem rules"
+	return c
+}
+
+// cgroupCheck turns the injected cgroup probe into a check. An unwritable
+// hierarchy is a warning: the process level runs, but without limits.
+func cgroupCheck(info func() (string, []string, bool, string)) Check {
+	c := Check{Name: "cgroups"}
+	if info == nil {
+		c.Status, c.Detail = Skip, "no cgroup probe in this build"
+		return c
+	}
+	version, controllers, writable, reason := info()
+	c.Detail = "cgroup " + version
+	if len(controllers) > 0 {
+		c.Detail += ", controllers: " + strings.Join(controllers, " ")
+	}
+	if writable {
+		c.Status = OK
+		c.Detail += ", writable"
+		return c
+	}
+	c.Status = Warn
+	c.Detail += ", not writable: CPU, memory and process limits will not be enforced"
+	c.Fix = reason
+	return c
+}
+
+// fuseCheck and tunCheck describe device nodes that later features use.
+func fuseCheck(root string, uid int) Check {
+	return deviceCheck(root, "/dev/fuse", "fuse", "FUSE mounts", "modprobe fuse", uid)
+}
+
+func tunCheck(root string, uid int) Check {
+	return deviceCheck(root, "/dev/net/tun", "tun", "TAP networking", "modprobe tun", uid)
+}
+
+// deviceCheck stats dev below root and opens it read-write as the current
+// user. A missing or unopenable device is a warning naming the feature
+// that needs it.
+func deviceCheck(root, dev, kernelName, feature, load string, uid int) Check {
+	c := Check{Name: dev}
+	path := filepath.Join(root, dev)
+	fi, err := os.Stat(path)
+	if err != nil {
+		c.Status = Warn
+		c.Detail = "missing: " + feature + " will be unavailable"
+		c.Fix = load
+		return c
+	}
+	perm := fi.Mode().Perm()
+	c.Detail = fmt.Sprintf("mode %04o", perm)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err == nil {
+		f.Close()
+		c.Status = OK
+		c.Detail += fmt.Sprintf(", opens read-write as uid %d", uid)
+		return c
+	}
+	c.Status = Warn
+	c.Detail += fmt.Sprintf(", uid %d cannot open it (%s): %s will be unavailable", uid, errnoText(err), feature)
+	if errors.Is(err, fs.ErrPermission) {
+		c.Fix = fmt.Sprintf("sudo chmod 0666 %s, or persist it with a udev rule: "+
+			"echo 'KERNEL==\"%s\", MODE=\"0666\"' | sudo tee /etc/udev/rules.d/99-airlock.rules", dev, kernelName)
+	} else {
+		c.Fix = load
+	}
+	return c
+}
+
+// qemuCheck looks for the QEMU system emulator for the host architecture.
+func qemuCheck(lookPath func(string) (string, error), goarch string) Check {
+	bin, pkg := "qemu-system-x86_64", "qemu-system-x86"
+	if goarch == "arm64" {
+		bin, pkg = "qemu-system-aarch64", "qemu-system-arm"
+	}
+	c := Check{Name: bin}
+	if p, err := lookPath(bin); err == nil {
+		c.Status, c.Detail = OK, p
+		return c
+	}
+	c.Status, c.Detail = Fail, "not found on PATH"
+	c.Fix = "apt-get install -y " + pkg
+	return c
+}
+
+// runscCheck looks for gVisor's runsc.
+func runscCheck(lookPath func(string) (string, error)) Check {
+	c := Check{Name: "runsc"}
+	if p, err := lookPath("runsc"); err == nil {
+		c.Status, c.Detail = OK, p
+		return c
+	}
+	c.Status, c.Detail = Fail, "not found on PATH"
+	c.Fix = "install runsc (gVisor) and put it on PATH; a later version of airlock will build it from the gvisor.dev/gvisor module"
+	return c
+}
+
+// firecrackerCheck looks for Firecracker, which is optional: it is used
+// instead of QEMU only when KVM is usable.
+func firecrackerCheck(lookPath func(string) (string, error), kvm bool) Check {
+	c := Check{Name: "firecracker"}
+	p, err := lookPath("firecracker")
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Skip, "not found on PATH (optional: used instead of QEMU when KVM is usable)"
+	case kvm:
+		c.Status, c.Detail = OK, p
+	default:
+		c.Status, c.Detail = Warn, p+" found, but Firecracker needs KVM, which is not usable; QEMU is used instead"
+	}
+	return c
+}
