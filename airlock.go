@@ -1,0 +1,289 @@
+// Package airlock runs untrusted code in a sandbox whose isolation boundary
+// the caller picks, and owns everything that crosses it.
+//
+//	sb, err := airlock.Create(ctx, airlock.Config{Resources: airlock.Resources{MemoryMB: 512}})
+//	if err != nil { ... }
+//	defer sb.Close()
+//	res, err := sb.Exec(ctx, "python3 -c 'print(1)'")
+//
+// The same operations are offered by the airlock CLI and its JSON-RPC
+// server, with the same names, defaults and errors.
+package airlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// boundary is what a backend provides once its agent is running.
+type boundary interface {
+	Conn() io.ReadWriteCloser
+	Notes() []string
+	Done() <-chan struct{}
+	Err() error
+	PID() int
+	OOMKills() (uint64, error)
+	PeakMemory() (uint64, error)
+	Close() error
+}
+
+// Sandbox is a running sandbox. Its methods are safe for concurrent use.
+type Sandbox struct {
+	id      string
+	cfg     Config
+	b       boundary
+	sess    *yamux.Session
+	notes   []string
+	log     *slog.Logger
+	created time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+	mu        sync.Mutex
+	stopCause error
+	lifetime  *time.Timer
+}
+
+// Errors that callers can test for with errors.Is.
+var (
+	ErrClosed      = errors.New("sandbox is closed")
+	ErrUnavailable = errors.New("isolation level unavailable")
+)
+
+// NewID returns a fresh sandbox id.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "sb-" + hex.EncodeToString(b[:])
+}
+
+// Create starts a sandbox and returns once its agent is ready to run
+// commands.
+func Create(ctx context.Context, cfg Config) (*Sandbox, error) {
+	return CreateWithID(ctx, NewID(), cfg)
+}
+
+// CreateWithID is Create with a caller-chosen id ([a-zA-Z0-9_-], 1-64).
+func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid sandbox config: %w", err)
+	}
+	if !validID(id) {
+		return nil, fmt.Errorf("invalid sandbox id %q: use 1-64 letters, digits, - or _", id)
+	}
+	c := cfg.withDefaults()
+	start := time.Now()
+	boot := bootConfig(id, &c)
+	b, err := startBoundary(ctx, id, &c, boot)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{id: id, cfg: c, b: b, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
+	if err := s.handshake(ctx, boot); err != nil {
+		b.Close()
+		return nil, err
+	}
+	s.notes = append(s.notes, b.Notes()...)
+	for _, n := range s.notes {
+		s.log.Warn("degraded confinement", "note", n)
+	}
+	if t := c.Resources.Timeout(); t > 0 {
+		s.lifetime = time.AfterFunc(t, func() {
+			s.stop(fmt.Errorf("%w: it reached its %s lifetime (resources.timeout_seconds)", ErrClosed, t))
+		})
+	}
+	go func() {
+		select {
+		case <-b.Done():
+			s.stop(fmt.Errorf("%w: the sandbox stopped unexpectedly: %v", ErrClosed, b.Err()))
+		case <-s.closed:
+		}
+	}()
+	s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "started", DurationMs: time.Since(start).Milliseconds()}})
+	return s, nil
+}
+
+func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
+	conn := s.b.Conn()
+	type result struct {
+		r   agentproto.Ready
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		fc := agentproto.NewConn(conn)
+		if err := fc.Write(boot); err != nil {
+			ch <- result{err: err}
+			return
+		}
+		var r agentproto.Ready
+		ch <- result{r, fc.Read(&r)}
+	}()
+	var res result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return fmt.Errorf("start sandbox: %w", ctx.Err())
+	case <-s.b.Done():
+		return fmt.Errorf("start sandbox: %w", s.b.Err())
+	}
+	if res.err != nil {
+		select {
+		case <-s.b.Done():
+		case <-time.After(time.Second):
+		}
+		if berr := s.b.Err(); berr != nil {
+			return fmt.Errorf("start sandbox: %w", berr)
+		}
+		return fmt.Errorf("start sandbox: agent handshake: %w", res.err)
+	}
+	if res.r.Err != nil {
+		return fmt.Errorf("start sandbox: %w", res.r.Err)
+	}
+	s.notes = append(s.notes, res.r.Notes...)
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.EnableKeepAlive = false
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.ConnectionWriteTimeout = 30 * time.Second
+	sess, err := yamux.Client(conn, cfg)
+	if err != nil {
+		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
+	}
+	s.sess = sess
+	return nil
+}
+
+// ID returns the sandbox id.
+func (s *Sandbox) ID() string { return s.id }
+
+// PID returns the host pid of the sandbox's agent (or VM monitor).
+func (s *Sandbox) PID() int { return s.b.PID() }
+
+// Config returns the effective configuration, defaults applied.
+func (s *Sandbox) Config() Config { return s.cfg }
+
+// Notes lists confinement or limits that could not be applied on this
+// machine, each with its reason. Empty means everything asked for holds.
+func (s *Sandbox) Notes() []string { return append([]string(nil), s.notes...) }
+
+// Done is closed when the sandbox has stopped.
+func (s *Sandbox) Done() <-chan struct{} { return s.closed }
+
+// Err returns why the sandbox stopped, or nil while it runs.
+func (s *Sandbox) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopCause
+}
+
+func (s *Sandbox) stop(cause error) {
+	s.mu.Lock()
+	if s.stopCause == nil {
+		s.stopCause = cause
+	}
+	s.mu.Unlock()
+	_ = s.Close()
+}
+
+// Close stops the sandbox: every process in it is killed and everything it
+// created on the host is removed. It is safe to call more than once.
+func (s *Sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		if s.stopCause == nil {
+			s.stopCause = ErrClosed
+		}
+		s.mu.Unlock()
+		if s.lifetime != nil {
+			s.lifetime.Stop()
+		}
+		if s.sess != nil {
+			s.sess.Close()
+		}
+		s.closeErr = s.b.Close()
+		close(s.closed)
+		s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "stopped"}})
+	})
+	return s.closeErr
+}
+
+// open starts a new stream to the agent and sends req.
+func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (net.Conn, *agentproto.Conn, error) {
+	select {
+	case <-s.closed:
+		return nil, nil, s.Err()
+	default:
+	}
+	st, err := s.sess.OpenStream()
+	if err != nil {
+		if e := s.Err(); e != nil {
+			return nil, nil, e
+		}
+		return nil, nil, fmt.Errorf("open stream to sandbox agent: %w", err)
+	}
+	c := agentproto.NewConn(st)
+	if err := c.Write(req); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("send %s request: %w", req.Op, err)
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { st.Close() })
+		_ = stop // the stream is closed by the caller; a late close is harmless
+	}
+	return st, c, nil
+}
+
+// Ping round-trips a no-op request to the agent.
+func (s *Sandbox) Ping(ctx context.Context) error {
+	st, c, err := s.open(ctx, agentproto.Request{Op: agentproto.OpPing})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var m agentproto.Msg
+	return s.readReply(ctx, c, &m)
+}
+
+// readReply reads one frame and turns transport failures into errors that
+// say whether the sandbox or the caller ended the request.
+func (s *Sandbox) readReply(ctx context.Context, c *agentproto.Conn, m *agentproto.Msg) error {
+	if err := c.Read(m); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if e := s.Err(); e != nil {
+			return e
+		}
+		return fmt.Errorf("read from sandbox agent: %w", err)
+	}
+	if m.K == agentproto.KErr && m.Err != nil {
+		return m.Err
+	}
+	return nil
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,81 @@
+package airlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+	"github.com/airlock-sandbox/airlock/internal/cgroup"
+)
+
+func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.Boot) (boundary, error) {
+	switch c.Isolation {
+	case IsolationProcess:
+	case IsolationGVisor, IsolationVM:
+		return nil, fmt.Errorf("%w: isolation %q has no backend in this version of airlock; use --isolation process (run `airlock doctor` to see what this machine supports)", ErrUnavailable, c.Isolation)
+	}
+	agent, err := findAgent(c.AgentPath)
+	if err != nil {
+		return nil, err
+	}
+	run, err := runDir()
+	if err != nil {
+		return nil, err
+	}
+	lim := cgroup.Limits{MemoryBytes: c.Resources.MemoryMB << 20, Pids: c.PidsLimit, CPUs: c.Resources.CPUs}
+	b, err := process.Start(ctx, process.Options{ID: id, AgentPath: agent, RunDir: run, Limits: lim, Log: c.Logger}, boot)
+	if err != nil {
+		return nil, fmt.Errorf("start process sandbox: %w", err)
+	}
+	return b, nil
+}
+
+// findAgent locates the airlock-guest binary.
+func findAgent(explicit string) (string, error) {
+	cands := []string{explicit, os.Getenv("AIRLOCK_AGENT")}
+	if exe, err := os.Executable(); err == nil {
+		cands = append(cands, filepath.Join(filepath.Dir(exe), "airlock-guest"))
+	}
+	if p, err := exec.LookPath("airlock-guest"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, p := range cands {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return filepath.Abs(p)
+		}
+	}
+	return "", errors.New("the sandbox agent airlock-guest was not found: build it with `CGO_ENABLED=0 go build ./cmd/airlock-guest` and put it next to airlock, on PATH, or in $AIRLOCK_AGENT")
+}
+
+// runDir is the private directory for per-sandbox mount points.
+func runDir() (string, error) {
+	base, err := Home()
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(base, "run")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", d, err)
+	}
+	return d, nil
+}
+
+// Home is the airlock state directory: $AIRLOCK_HOME, default ~/.airlock.
+func Home() (string, error) {
+	if h := os.Getenv("AIRLOCK_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the state directory: set AIRLOCK_HOME: %w", err)
+	}
+	return filepath.Join(home, ".airlock"), nil
+}

@@ -1,0 +1,95 @@
+package airlock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// hostEtc are the /etc entries bound read-only from the host into the
+// default root: what programs need to run (dynamic linker cache,
+// alternatives symlinks, CA certificates, time zone) and nothing that
+// identifies users or holds secrets.
+var hostEtc = []string{
+	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates",
+	"ca-certificates.conf", "localtime", "timezone", "mime.types", "protocols", "services",
+	"gai.conf", "bash.bashrc", "profile", "profile.d", "inputrc", "terminfo", "magic",
+	"magic.mime", "debian_version", "os-release", "perl", "gitconfig", "npmrc", "pip.conf",
+}
+
+// bootConfig builds the boundary-independent part of the agent's boot
+// configuration.
+func bootConfig(id string, c *Config) *agentproto.Boot {
+	host := c.Hostname
+	if host == "" {
+		host = id
+	}
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+		"LANG=C.UTF-8",
+		"HOSTNAME=" + host,
+		"AIRLOCK_SANDBOX_ID=" + id,
+	}
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.Env[k])
+	}
+	b := &agentproto.Boot{
+		Version:  agentproto.Version,
+		ID:       id,
+		Hostname: host,
+		Env:      env,
+		Root: agentproto.RootSpec{
+			RootFS:    c.RootFS,
+			SizeBytes: c.DiskMB << 20,
+			Etc:       etcFiles(host),
+		},
+		Rlimits: agentproto.Rlimits{
+			NoFile:   c.NofileLimit,
+			FSize:    uint64(c.MaxFileSizeMB) << 20,
+			CoreZero: true,
+		},
+		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
+	}
+	if c.RootFS == "" {
+		b.Root.HostEtc = presentHostEtc()
+	}
+	return b
+}
+
+func presentHostEtc() []string {
+	var out []string
+	for _, name := range hostEtc {
+		if _, err := os.Lstat(filepath.Join("/etc", name)); err == nil {
+			out = append(out, name)
+		}
+	}
+	// Interpreters keep site configuration under /etc/pythonX.Y.
+	if m, _ := filepath.Glob("/etc/python3*"); len(m) > 0 {
+		for _, p := range m {
+			out = append(out, filepath.Base(p))
+		}
+	}
+	return out
+}
+
+func etcFiles(host string) map[string][]byte {
+	return map[string][]byte{
+		"passwd": []byte("root:x:0:0:root:/root:/bin/sh\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
+		"group":         []byte("root:x:0:\nnogroup:x:65534:\n"),
+		"hostname":      []byte(host + "\n"),
+		"hosts":         []byte(fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", host)),
+		"resolv.conf":   []byte("# airlock: this sandbox has no network\nnameserver 127.0.0.1\n"),
+		"nsswitch.conf": []byte(strings.Join([]string{"passwd: files", "group: files", "shadow: files", "hosts: files dns", "networks: files", "protocols: files", "services: files", ""}, "\n")),
+	}
+}

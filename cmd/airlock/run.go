@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+type runFlags struct {
+	isolation   string
+	memory      string
+	cpus        float64
+	timeout     time.Duration
+	pids        int64
+	nofile      uint64
+	disk        string
+	maxFile     string
+	maxOutput   string
+	env         []string
+	workdir     string
+	rootfs      string
+	hostname    string
+	interactive bool
+	tty         bool
+	asJSON      bool
+	allowPtrace bool
+	quiet       bool
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in a fresh sandbox",
+		Long: `Run a command in a fresh sandbox and remove the sandbox afterwards.
+
+Output streams live, stdin is passed through when it is a pipe or file (or
+with -i), and airlock exits with the command's exit code: 128+N when a
+signal N killed it, 124 when it hit --timeout, 125 when airlock itself
+failed, 126/127 when the command could not be run or was not found.`,
+		Example: `  airlock run -- python3 -c 'print(1)'
+  airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
+  airlock run -it -- bash
+  echo data | airlock run -- wc -c
+  airlock run --json -- ls /`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd.Context(), &f, args) },
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVar(&f.isolation, "isolation", "process", "isolation level: process, gvisor or vm")
+	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes (e.g. 512m, 2g; plain numbers are MiB)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command and its processes after this long (e.g. 30s)")
+	fl.Int64Var(&f.pids, "pids-limit", airlock.DefaultPidsLimit, "maximum processes and threads")
+	fl.Uint64Var(&f.nofile, "nofile-limit", airlock.DefaultNofileLimit, "maximum open files per process")
+	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (default 1g)")
+	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
+	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default /workspace)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
+	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
+	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
+	return cmd
+}
+
+func (f *runFlags) config() (airlock.Config, error) {
+	c := airlock.Config{
+		Isolation:   airlock.Isolation(f.isolation),
+		RootFS:      f.rootfs,
+		Hostname:    f.hostname,
+		PidsLimit:   f.pids,
+		NofileLimit: f.nofile,
+		AllowPtrace: f.allowPtrace,
+		Resources:   airlock.Resources{CPUs: f.cpus},
+		Env:         map[string]string{},
+	}
+	var err error
+	if c.Resources.MemoryMB, err = parseMiB(f.memory, "--memory"); err != nil {
+		return c, err
+	}
+	if c.DiskMB, err = parseMiB(f.disk, "--disk"); err != nil {
+		return c, err
+	}
+	if c.MaxFileSizeMB, err = parseMiB(f.maxFile, "--max-file-size"); err != nil {
+		return c, err
+	}
+	if f.maxOutput != "" {
+		n, err := parseBytes(f.maxOutput)
+		if err != nil {
+			return c, fmt.Errorf("--max-output: %w", err)
+		}
+		c.MaxOutputBytes = n
+	}
+	if f.timeout > 0 {
+		// The sandbox outlives the command by a margin so that the command's
+		// own timeout is what fires and is reported.
+		c.Resources.TimeoutSeconds = int64((f.timeout + 30*time.Second) / time.Second)
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			v, ok = os.LookupEnv(k)
+			if !ok {
+				continue
+			}
+		}
+		c.Env[k] = v
+	}
+	return c, nil
+}
+
+// parseBytes reads sizes such as 512, 512k, 64m, 2g (binary units).
+func parseBytes(s string) (int64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "ib"), "b")
+	mult := int64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (examples: 512k, 256m, 2g)", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+// parseMiB reads a size in MiB; bare numbers are MiB.
+func parseMiB(s, flag string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", flag, err)
+	}
+	if n > 0 && n < 1<<20 {
+		return 0, fmt.Errorf("%s: %s is less than 1 MiB", flag, s)
+	}
+	return n >> 20, nil
+}
+
+func runRun(ctx context.Context, f *runFlags, args []string) error {
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	if f.tty && f.asJSON {
+		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
+	}
+	sb, err := airlock.Create(ctx, cfg)
+	if err != nil {
+		if f.asJSON {
+			return writeJSONError(err)
+		}
+		return err
+	}
+	defer sb.Close()
+	if !f.quiet && !f.asJSON {
+		for _, n := range sb.Notes() {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", n)
+		}
+	}
+	command := airlock.Command{Argv: args, Dir: f.workdir, Timeout: f.timeout}
+	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	if f.interactive || !stdinIsTTY {
+		command.Stdin = os.Stdin
+	}
+	if f.asJSON {
+		return runJSON(ctx, sb, command)
+	}
+	command.Stdout, command.Stderr = os.Stdout, os.Stderr
+	if f.tty {
+		return runTTY(ctx, sb, command, f.interactive && stdinIsTTY)
+	}
+	p, err := sb.Start(ctx, command)
+	if err != nil {
+		return startFailure(err)
+	}
+	stopSignals := forwardSignals(p)
+	defer stopSignals()
+	res, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	return exitFor(res)
+}
+
+func startFailure(err error) error {
+	var se *airlock.StartError
+	if errors.As(err, &se) {
+		fmt.Fprintf(os.Stderr, "airlock: %v\n", se.Err)
+		return exitError{se.ExitCode()}
+	}
+	return err
+}
+
+func exitFor(res *airlock.ExecResult) error {
+	switch {
+	case res.KilledBy == airlock.KilledByTimeout:
+		fmt.Fprintln(os.Stderr, "airlock: command timed out and was killed")
+		return exitError{124}
+	case res.KilledBy == airlock.KilledByOOM:
+		fmt.Fprintln(os.Stderr, "airlock: command ran out of memory and was killed (raise --memory)")
+	}
+	if res.ExitCode != 0 {
+		return exitError{res.ExitCode}
+	}
+	return nil
+}
+
+func forwardSignals(p *airlock.Process) func() {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range ch {
+			_ = p.Signal(sig.(syscall.Signal))
+		}
+	}()
+	return func() { signal.Stop(ch); close(ch) }
+}
+
+func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, raw bool) error {
+	command.TTY = true
+	fd := int(os.Stdout.Fd())
+	if w, h, err := term.GetSize(fd); err == nil {
+		command.Cols, command.Rows = uint16(w), uint16(h)
+	}
+	command.Stderr = nil
+	if raw {
+		old, err := term.MakeRaw(int(os.Stdin.Fd()))
+		if err != nil {
+			return fmt.Errorf("put the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(int(os.Stdin.Fd()), old)
+	}
+	p, err := sb.Start(ctx, command)
+	if err != nil {
+		return startFailure(err)
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			if w, h, err := term.GetSize(fd); err == nil {
+				_ = p.Resize(uint16(h), uint16(w))
+			}
+		}
+	}()
+	res, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	if raw {
+		term.Restore(int(os.Stdin.Fd()), nil)
+	}
+	return exitFor(res)
+}
+
+// jsonResult is the shape printed by --json.
+type jsonResult struct {
+	SandboxID       string   `json:"sandbox_id"`
+	ExitCode        int      `json:"exit_code"`
+	Stdout          string   `json:"stdout"`
+	Stderr          string   `json:"stderr"`
+	StdoutEncoding  string   `json:"stdout_encoding,omitempty"`
+	StderrEncoding  string   `json:"stderr_encoding,omitempty"`
+	StdoutTruncated bool     `json:"stdout_truncated"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+	DurationMs      int64    `json:"duration_ms"`
+	CPUTimeMs       int64    `json:"cpu_time_ms"`
+	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	KilledBy        *string  `json:"killed_by"`
+	Signal          *int     `json:"signal"`
+	Notes           []string `json:"notes,omitempty"`
+}
+
+func text(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) error {
+	res, err := sb.Run(ctx, command)
+	if err != nil {
+		var se *airlock.StartError
+		if errors.As(err, &se) {
+			code := se.ExitCode()
+			msg := se.Err.Error() + "\n"
+			return writeJSON(jsonResult{SandboxID: sb.ID(), ExitCode: code, Stderr: msg, Notes: sb.Notes()})
+		}
+		return writeJSONError(err)
+	}
+	out := jsonResult{
+		SandboxID:       sb.ID(),
+		ExitCode:        res.ExitCode,
+		StdoutTruncated: res.StdoutTruncated,
+		StderrTruncated: res.StderrTruncated,
+		DurationMs:      res.Duration.Milliseconds(),
+		CPUTimeMs:       res.CPUTime.Milliseconds(),
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		Notes:           sb.Notes(),
+	}
+	out.Stdout, out.StdoutEncoding = text(res.Stdout)
+	out.Stderr, out.StderrEncoding = text(res.Stderr)
+	if res.KilledBy != "" {
+		k := string(res.KilledBy)
+		out.KilledBy = &k
+	}
+	if res.Signal != 0 {
+		s := res.Signal
+		out.Signal = &s
+	}
+	return writeJSON(out)
+}
+
+func writeJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func writeJSONError(err error) error {
+	_ = writeJSON(map[string]string{"error": err.Error()})
+	return exitError{125}
+}

@@ -1,0 +1,141 @@
+package airlock
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Isolation names a boundary.
+type Isolation string
+
+// Isolation levels.
+const (
+	// IsolationProcess runs the sandbox in Linux namespaces with seccomp,
+	// landlock, cgroups and no capabilities.
+	IsolationProcess Isolation = "process"
+	// IsolationGVisor runs the sandbox under gVisor's runsc.
+	IsolationGVisor Isolation = "gvisor"
+	// IsolationVM runs the sandbox in a micro-VM.
+	IsolationVM Isolation = "vm"
+)
+
+// Resources bounds what a sandbox may use.
+type Resources struct {
+	// CPUs is the CPU quota in cores (0.5 = half a core). 0: unlimited.
+	CPUs float64 `json:"cpus,omitempty"`
+	// MemoryMB bounds the memory of all user processes. 0: unlimited.
+	MemoryMB int64 `json:"memory_mb,omitempty"`
+	// TimeoutSeconds bounds the sandbox's lifetime; when it passes, the
+	// sandbox is stopped. 0: no limit.
+	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
+}
+
+// Config describes a sandbox. The zero value is valid: a process-isolated
+// sandbox with default limits and no network.
+type Config struct {
+	// Image names the root filesystem. Empty or "host" uses the host's
+	// /usr, /bin, /sbin and /lib* read-only.
+	Image string `json:"image,omitempty"`
+	// RootFS is a prepared root directory used read-only, with a private
+	// writable layer on top, instead of Image.
+	RootFS string `json:"rootfs,omitempty"`
+	// Isolation selects the boundary; default "process".
+	Isolation Isolation `json:"isolation,omitempty"`
+	Resources Resources `json:"resources,omitempty"`
+	// Env is added to every command's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// PidsLimit bounds the number of processes and threads. Default 1024.
+	PidsLimit int64 `json:"pids_limit,omitempty"`
+	// NofileLimit bounds open files per process. Default 1024.
+	NofileLimit uint64 `json:"nofile_limit,omitempty"`
+	// DiskMB bounds the sandbox's writable tree. Default 1024.
+	DiskMB int64 `json:"disk_mb,omitempty"`
+	// MaxFileSizeMB bounds the size of any one file a command writes.
+	// 0: bounded only by DiskMB.
+	MaxFileSizeMB int64 `json:"max_file_size_mb,omitempty"`
+	// MaxOutputBytes bounds each of stdout and stderr that Exec buffers;
+	// more is dropped and the result says so. Default 16 MiB. Streaming
+	// output is not buffered and not bounded.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// Hostname inside the sandbox; defaults to the sandbox id.
+	Hostname string `json:"hostname,omitempty"`
+	// AllowPtrace lets commands ptrace each other (debuggers, strace).
+	AllowPtrace bool `json:"allow_ptrace,omitempty"`
+
+	// AgentPath is the airlock-guest binary. Default: $AIRLOCK_AGENT, then
+	// airlock-guest next to the running executable, then on PATH.
+	AgentPath string `json:"-"`
+	// Logger receives diagnostics; default: discard.
+	Logger *slog.Logger `json:"-"`
+	// OnEvent, when set, receives lifecycle and exec events.
+	OnEvent func(Event) `json:"-"`
+}
+
+// Defaults.
+const (
+	DefaultPidsLimit      = 1024
+	DefaultNofileLimit    = 1024
+	DefaultDiskMB         = 1024
+	DefaultMaxOutputBytes = 16 << 20
+)
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.Isolation == "" {
+		out.Isolation = IsolationProcess
+	}
+	if out.PidsLimit == 0 {
+		out.PidsLimit = DefaultPidsLimit
+	}
+	if out.NofileLimit == 0 {
+		out.NofileLimit = DefaultNofileLimit
+	}
+	if out.DiskMB == 0 {
+		out.DiskMB = DefaultDiskMB
+	}
+	if out.MaxOutputBytes == 0 {
+		out.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+// Validate reports the first problem with c, in words a user can act on.
+func (c *Config) Validate() error {
+	switch c.Isolation {
+	case "", IsolationProcess, IsolationGVisor, IsolationVM:
+	default:
+		return fmt.Errorf("isolation %q is not one of process, gvisor, vm", c.Isolation)
+	}
+	if c.Image != "" && c.Image != "host" {
+		return fmt.Errorf("image %q is not available in this version: use the default host image or --rootfs DIR", c.Image)
+	}
+	if c.Resources.CPUs < 0 || c.Resources.MemoryMB < 0 || c.Resources.TimeoutSeconds < 0 {
+		return fmt.Errorf("resources must not be negative")
+	}
+	if c.Resources.MemoryMB > 0 && c.Resources.MemoryMB < 8 {
+		return fmt.Errorf("memory_mb %d is too small: give at least 8", c.Resources.MemoryMB)
+	}
+	if c.PidsLimit < 0 || c.DiskMB < 0 || c.MaxFileSizeMB < 0 || c.MaxOutputBytes < 0 {
+		return fmt.Errorf("limits must not be negative")
+	}
+	if c.NofileLimit != 0 && c.NofileLimit < 16 {
+		return fmt.Errorf("nofile_limit %d is too small: give at least 16", c.NofileLimit)
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("environment variable name %q is invalid", k)
+		}
+	}
+	if c.Hostname != "" && (len(c.Hostname) > 63 || strings.ContainsAny(c.Hostname, " /\x00")) {
+		return fmt.Errorf("hostname %q is invalid", c.Hostname)
+	}
+	return nil
+}
+
+// Timeout returns the sandbox lifetime, or 0.
+func (r Resources) Timeout() time.Duration { return time.Duration(r.TimeoutSeconds) * time.Second }

@@ -1,0 +1,341 @@
+package airlock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// Command describes one command to run in a sandbox.
+type Command struct {
+	// Argv runs a program directly; Argv[0] is looked up in PATH.
+	Argv []string
+	// Shell runs a command line with /bin/sh -c when Argv is empty.
+	Shell string
+	// Env is added to the sandbox's environment for this command.
+	Env map[string]string
+	// Dir is the working directory; default /workspace.
+	Dir string
+	// Stdin, when set, is copied to the command's standard input, which
+	// is closed at EOF. Without it the command reads /dev/null, unless
+	// OpenStdin is set and the caller writes with Process.WriteStdin.
+	Stdin     io.Reader
+	OpenStdin bool
+	// Stdout and Stderr, when set, receive output as it arrives and the
+	// result holds none. Otherwise output is buffered into the result, up
+	// to the sandbox's MaxOutputBytes each.
+	Stdout io.Writer
+	Stderr io.Writer
+	// TTY runs the command on a pseudo-terminal of Rows x Cols; stderr is
+	// merged into stdout.
+	TTY        bool
+	Rows, Cols uint16
+	// Timeout kills the command and every process it started.
+	Timeout time.Duration
+}
+
+// KilledBy says why a command was killed.
+type KilledBy string
+
+// Reasons.
+const (
+	KilledByTimeout KilledBy = "timeout"
+	KilledByOOM     KilledBy = "oom"
+	KilledBySignal  KilledBy = "signal"
+)
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode        int           `json:"exit_code"`
+	Stdout          []byte        `json:"-"`
+	Stderr          []byte        `json:"-"`
+	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool          `json:"stderr_truncated,omitempty"`
+	Duration        time.Duration `json:"-"`
+	CPUTime         time.Duration `json:"-"`
+	PeakMemoryBytes int64         `json:"peak_memory_bytes"`
+	// KilledBy is empty when the command exited by itself.
+	KilledBy KilledBy `json:"killed_by"`
+	// Signal is the signal that ended the command, or 0.
+	Signal int `json:"signal"`
+}
+
+// Exec runs a shell command line and buffers its output.
+func (s *Sandbox) Exec(ctx context.Context, command string) (*ExecResult, error) {
+	return s.Run(ctx, Command{Shell: command})
+}
+
+// Run runs cmd and waits for it.
+func (s *Sandbox) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
+	p, err := s.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Process is a running command.
+type Process struct {
+	s       *Sandbox
+	st      net.Conn
+	c       *agentproto.Conn
+	wmu     sync.Mutex
+	pid     int
+	argv    []string
+	oomBase uint64
+	oomOK   bool
+
+	done chan struct{}
+	res  *ExecResult
+	err  error
+}
+
+func (cmd *Command) argv() ([]string, error) {
+	if len(cmd.Argv) > 0 {
+		return cmd.Argv, nil
+	}
+	if cmd.Shell != "" {
+		return []string{"/bin/sh", "-c", cmd.Shell}, nil
+	}
+	return nil, errors.New("command is empty: give Argv or Shell")
+}
+
+// Start starts cmd and returns without waiting for it.
+func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
+	argv, err := cmd.argv()
+	if err != nil {
+		return nil, err
+	}
+	env := make([]string, 0, len(cmd.Env))
+	for k, v := range cmd.Env {
+		env = append(env, k+"="+v)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "/workspace"
+	}
+	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
+		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
+		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
+	}}
+	p := &Process{s: s, argv: argv, done: make(chan struct{})}
+	p.oomBase, err = s.b.OOMKills()
+	p.oomOK = err == nil
+	st, c, err := s.open(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	p.st, p.c = st, c
+	var m agentproto.Msg
+	if err := s.readReply(ctx, c, &m); err != nil {
+		st.Close()
+		return nil, startErr(argv, err)
+	}
+	if m.K != agentproto.KStarted {
+		st.Close()
+		return nil, fmt.Errorf("start %s: unexpected reply from agent", argv[0])
+	}
+	p.pid = m.Sig
+	if cmd.Stdin != nil {
+		go p.copyStdin(cmd.Stdin)
+	}
+	go p.collect(ctx, cmd)
+	return p, nil
+}
+
+// StartError is returned when a command could not be started.
+type StartError struct {
+	Argv []string
+	// NotFound is set when the program does not exist (exit code 127 in
+	// shells); otherwise it could not be executed (126).
+	NotFound bool
+	Err      error
+}
+
+func (e *StartError) Error() string { return "start command: " + e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ExitCode is the conventional shell exit code for the failure.
+func (e *StartError) ExitCode() int {
+	if e.NotFound {
+		return 127
+	}
+	return 126
+}
+
+func startErr(argv []string, err error) error {
+	var pe *agentproto.Error
+	if errors.As(err, &pe) && pe.Code == agentproto.CodeStart {
+		return &StartError{Argv: argv, NotFound: bytes.Contains([]byte(pe.Message), []byte("not found")) || bytes.Contains([]byte(pe.Message), []byte("no such file")), Err: pe}
+	}
+	return err
+}
+
+// Pid is the command's pid inside the sandbox.
+func (p *Process) Pid() int { return p.pid }
+
+func (p *Process) send(m agentproto.Msg) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return p.c.Write(m)
+}
+
+func (p *Process) copyStdin(r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if p.WriteStdin(buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = p.CloseStdin()
+			return
+		}
+	}
+}
+
+// WriteStdin sends data to the command's standard input.
+func (p *Process) WriteStdin(b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), agentproto.ChunkSize)
+		if err := p.send(agentproto.Msg{K: agentproto.KStdin, Data: b[:n]}); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// CloseStdin closes the command's standard input (on a TTY: sends ^D).
+func (p *Process) CloseStdin() error { return p.send(agentproto.Msg{K: agentproto.KStdinClose}) }
+
+// Signal sends sig to the command's process group.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.send(agentproto.Msg{K: agentproto.KSignal, Sig: int(sig)})
+}
+
+// Resize changes the terminal size of a TTY command.
+func (p *Process) Resize(rows, cols uint16) error {
+	return p.send(agentproto.Msg{K: agentproto.KResize, Rows: rows, Cols: cols})
+}
+
+// Kill kills the command and every process it started.
+func (p *Process) Kill() error {
+	// Closing the stream tells the agent to kill the whole tree.
+	return p.st.Close()
+}
+
+// Done is closed when the command has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the command to end.
+func (p *Process) Wait() (*ExecResult, error) {
+	<-p.done
+	return p.res, p.err
+}
+
+// capped is a buffer that keeps at most max bytes.
+type capped struct {
+	buf       bytes.Buffer
+	max       int64
+	truncated bool
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	room := c.max - int64(c.buf.Len())
+	if int64(len(b)) > room {
+		c.truncated = true
+		if room > 0 {
+			c.buf.Write(b[:room])
+		}
+		return len(b), nil
+	}
+	return c.buf.Write(b)
+}
+
+func (p *Process) collect(ctx context.Context, cmd Command) {
+	defer close(p.done)
+	defer p.st.Close()
+	stop := context.AfterFunc(ctx, func() { p.st.Close() })
+	defer stop()
+	var outBuf, errBuf *capped
+	stdout, stderr := cmd.Stdout, cmd.Stderr
+	if stdout == nil {
+		outBuf = &capped{max: p.s.cfg.MaxOutputBytes}
+		stdout = outBuf
+	}
+	if stderr == nil {
+		errBuf = &capped{max: p.s.cfg.MaxOutputBytes}
+		stderr = errBuf
+	}
+	for {
+		var m agentproto.Msg
+		if err := p.s.readReply(ctx, p.c, &m); err != nil {
+			p.err = fmt.Errorf("run %s: %w", p.argv[0], err)
+			return
+		}
+		switch m.K {
+		case agentproto.KStdout:
+			if _, err := stdout.Write(m.Data); err != nil {
+				p.err = fmt.Errorf("write command output: %w", err)
+				return
+			}
+		case agentproto.KStderr:
+			if _, err := stderr.Write(m.Data); err != nil {
+				p.err = fmt.Errorf("write command output: %w", err)
+				return
+			}
+		case agentproto.KExit:
+			if m.Exit == nil {
+				p.err = errors.New("agent sent an empty exit status")
+				return
+			}
+			p.res = p.result(m.Exit, outBuf, errBuf)
+			p.s.emit(Event{Type: EventExec, Exec: &ExecEvent{Command: p.argv, ExitCode: p.res.ExitCode, DurationMs: p.res.Duration.Milliseconds(), KilledBy: string(p.res.KilledBy)}})
+			return
+		}
+	}
+}
+
+func (p *Process) result(x *agentproto.Exit, outBuf, errBuf *capped) *ExecResult {
+	r := &ExecResult{
+		ExitCode:        x.Code,
+		Signal:          x.Signal,
+		Duration:        x.Duration,
+		CPUTime:         x.CPUTime,
+		PeakMemoryBytes: x.PeakRSS,
+	}
+	if outBuf != nil {
+		r.Stdout, r.StdoutTruncated = outBuf.buf.Bytes(), outBuf.truncated
+	}
+	if errBuf != nil {
+		r.Stderr, r.StderrTruncated = errBuf.buf.Bytes(), errBuf.truncated
+	}
+	switch {
+	case x.TimedOut:
+		r.KilledBy = KilledByTimeout
+	case x.Signal == int(syscall.SIGKILL) && p.oomKilled():
+		r.KilledBy = KilledByOOM
+	case x.Signal != 0:
+		r.KilledBy = KilledBySignal
+	}
+	return r
+}
+
+func (p *Process) oomKilled() bool {
+	if !p.oomOK {
+		return false
+	}
+	n, err := p.s.b.OOMKills()
+	return err == nil && n > p.oomBase
+}

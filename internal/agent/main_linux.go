@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/fxamacker/cbor/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// Main is the agent's entry point. With "zygote" as first argument it runs
+// the user-command spawner; otherwise it is PID 1 of a new sandbox and
+// speaks to the host on fd 3.
+func Main(args []string) {
+	lvl := slog.LevelWarn
+	if os.Getenv("AIRLOCK_AGENT_DEBUG") != "" {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("component", "agent")
+	if len(args) > 1 && args[1] == "zygote" {
+		var cfg ZygoteConfig
+		if len(args) > 2 {
+			b, err := base64.StdEncoding.DecodeString(args[2])
+			if err == nil {
+				err = cbor.Unmarshal(b, &cfg)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "airlock spawner: bad configuration: %v\n", err)
+				os.Exit(2)
+			}
+		}
+		ZygoteMain(cfg, log)
+		return
+	}
+	// As PID 1, catch every signal so none can end the agent, and reap
+	// whatever is reparented to it.
+	signal.Notify(make(chan os.Signal, 1))
+	go reapOrphans()
+	// Entering the user namespace gained capabilities, which cleared the
+	// parent-death signal set at clone; set it again. If the supervisor is
+	// already gone, its end of the channel is closed and Serve returns.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
+	_ = syscall.SetNonblock(3, true)
+	conn := os.NewFile(3, "host")
+	if err := Serve(context.Background(), conn, prepareProcess, log); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func reapOrphans() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	for range ch {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err != nil || pid <= 0 {
+				break
+			}
+		}
+	}
+}
+
+// prepareProcess sets up a process-mode sandbox: hostname, root
+// filesystem, loopback, and the confined spawner.
+func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string, error) {
+	if b.Mode != "process" {
+		return nil, nil, fmt.Errorf("agent mode %q is not supported by this agent", b.Mode)
+	}
+	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
+		return nil, nil, fmt.Errorf("set hostname: %w", err)
+	}
+	if err := buildRoot(b); err != nil {
+		return nil, nil, err
+	}
+	if err := loopbackUp(); err != nil {
+		return nil, nil, fmt.Errorf("bring up loopback: %w", err)
+	}
+	var cgfds []*os.File
+	for _, fd := range b.CgroupFDs {
+		cgfds = append(cgfds, os.NewFile(uintptr(fd), "cgroup.procs"))
+	}
+	cfg := ZygoteConfig{
+		CgroupFDs:   len(cgfds),
+		NoFile:      b.Rlimits.NoFile,
+		FSize:       b.Rlimits.FSize,
+		NProc:       b.Rlimits.NProc,
+		AS:          b.Rlimits.AS,
+		Seccomp:     b.Hardening.Seccomp,
+		Landlock:    b.Hardening.Landlock,
+		AllowPtrace: b.Hardening.AllowPtrace,
+		MountProc:   true,
+	}
+	// The cgroup files stay open: restarting the spawner after a crash
+	// needs them again.
+	sp := &restartingSpawner{start: func() (*zclient, error) { return startZygote(cfg, cgfds) }}
+	if _, err := sp.current(); err != nil {
+		return nil, nil, err
+	}
+	return sp, nil, nil
+}
+
+// restartingSpawner starts a new spawner if the previous one died (for
+// example, killed by the OOM killer inside the user cgroup).
+type restartingSpawner struct {
+	start func() (*zclient, error)
+	mu    sync.Mutex
+	z     *zclient
+}
+
+func (r *restartingSpawner) current() (*zclient, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.z != nil {
+		select {
+		case <-r.z.done:
+		default:
+			return r.z, nil
+		}
+	}
+	z, err := r.start()
+	if err != nil {
+		return nil, err
+	}
+	r.z = z
+	return z, nil
+}
+
+func (r *restartingSpawner) Spawn(req SpawnRequest, stdio [3]*os.File) (Child, error) {
+	z, err := r.current()
+	if err != nil {
+		return nil, err
+	}
+	return z.Spawn(req, stdio)
+}
+
+func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spawner socket: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "spawner")
+	theirs := os.NewFile(uintptr(fds[1]), "spawner")
+	defer theirs.Close()
+	b, err := cbor.Marshal(cfg)
+	if err != nil {
+		ours.Close()
+		return nil, err
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		ours.Close()
+		return nil, err
+	}
+	defer devnull.Close()
+	files := []*os.File{devnull, os.Stderr, os.Stderr, theirs}
+	files = append(files, cgfds...)
+	p, err := os.StartProcess("/proc/self/exe", []string{"airlock-guest", "zygote", base64.StdEncoding.EncodeToString(b)}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: files,
+		Sys: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start the spawner: %w", err)
+	}
+	_ = p.Release() // reaped by reapOrphans
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("spawner socket: %w", err)
+	}
+	return newZClient(c.(*net.UnixConn))
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// hostLibDirs are the host directories that make up the default root, bound
+// read-only. Where the host has them as symlinks into /usr (merged /usr),
+// the same symlinks are created instead.
+var hostLibDirs = []string{"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"}
+
+// buildRoot assembles the sandbox's root filesystem under the stage
+// directory and pivots into it. It runs as root of a fresh user and mount
+// namespace, so nothing here touches the host's mount table.
+func buildRoot(b *agentproto.Boot) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	stage := b.Root.Stage
+	if stage == "" || !filepath.IsAbs(stage) {
+		return fmt.Errorf("stage directory %q must be absolute", stage)
+	}
+	opts := "mode=0755"
+	if b.Root.SizeBytes > 0 {
+		opts += fmt.Sprintf(",size=%d", b.Root.SizeBytes)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount the sandbox's writable tree: %w", err)
+	}
+	root := stage
+	if b.Root.RootFS != "" {
+		root = filepath.Join(stage, "merged")
+		for _, d := range []string{"upper", "work", "merged"} {
+			if err := os.Mkdir(filepath.Join(stage, d), 0o755); err != nil {
+				return err
+			}
+		}
+		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", b.Root.RootFS, stage, stage)
+		if err := unix.Mount("overlay", root, "overlay", 0, o); err != nil {
+			return fmt.Errorf("mount an overlay on rootfs %s: %w", b.Root.RootFS, err)
+		}
+	} else {
+		for _, d := range hostLibDirs {
+			if err := replicate("/"+d, filepath.Join(root, d)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{"etc", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"tmp", 0o1777}, {"workspace", 0o755},
+		{"root", 0o700}, {"home", 0o755}, {"var", 0o755}, {"var/tmp", 0o1777}, {"run", 0o755}, {"mnt", 0o755}} {
+		p := filepath.Join(root, d.name)
+		if err := os.MkdirAll(p, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			return err
+		}
+	}
+	if b.Root.RootFS == "" {
+		for _, name := range b.Root.HostEtc {
+			if err := replicate(filepath.Join("/etc", name), filepath.Join(root, "etc", name)); err != nil {
+				return err
+			}
+		}
+	}
+	for name, data := range b.Root.Etc {
+		p := filepath.Join(root, "etc", filepath.Clean("/"+name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		_ = os.Remove(p)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := buildDev(filepath.Join(root, "dev")); err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	// pivot_root(".", ".") stacks the old root on top of the new one;
+	// detaching it leaves only the sandbox's tree.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot into the sandbox root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host root: %w", err)
+	}
+	return os.Chdir("/")
+}
+
+// replicate makes dst mirror the host path src: the same symlink, or a
+// read-only bind mount of the directory or file. A missing src is skipped.
+func replicate(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	default:
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return bindReadOnly(src, dst)
+}
+
+// bindReadOnly bind-mounts src on dst (recursively) and makes the whole
+// subtree read-only, nosuid and nodev. mount_setattr changes only those
+// attributes, so the host mount's locked flags need not be repeated.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+func buildDev(dev string) error {
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		p := filepath.Join(dev, n)
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount("/dev/"+n, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	for name, target := range map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+		"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"pts", "shm", "mqueue"} {
+		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	if err := unix.Mount("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	if err := unix.Mount("mqueue", filepath.Join(dev, "mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		// mqueue needs an IPC namespace of our own; without one, skip it.
+		_ = os.Remove(filepath.Join(dev, "mqueue"))
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+// Package agent is the airlock guest agent. The same code runs as PID 1
+// inside every isolation boundary: it prepares the sandbox, then serves exec
+// and file requests from the host over one multiplexed byte stream.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// Preparer sets the sandbox up from the boot configuration and returns the
+// spawner that starts user commands, plus notes on confinement it could not
+// apply.
+type Preparer func(ctx context.Context, boot *agentproto.Boot) (Spawner, []string, error)
+
+// Serve runs the boot handshake on conn and then serves requests until the
+// host goes away.
+func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *slog.Logger) error {
+	fc := agentproto.NewConn(conn)
+	var boot agentproto.Boot
+	if err := fc.Read(&boot); err != nil {
+		return fmt.Errorf("read boot config: %w", err)
+	}
+	if boot.Version != agentproto.Version {
+		err := fmt.Errorf("host speaks protocol %d, agent speaks %d: use matching airlock and airlock-guest binaries", boot.Version, agentproto.Version)
+		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.Errorf(agentproto.CodeInvalid, err.Error())})
+		return err
+	}
+	sp, notes, err := prepare(ctx, &boot)
+	if err != nil {
+		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
+		return fmt.Errorf("prepare sandbox: %w", err)
+	}
+	if err := fc.Write(agentproto.Ready{Version: agentproto.Version, Notes: notes}); err != nil {
+		return fmt.Errorf("send ready: %w", err)
+	}
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.EnableKeepAlive = false
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.ConnectionWriteTimeout = 30 * time.Second
+	sess, err := yamux.Server(conn, cfg)
+	if err != nil {
+		return fmt.Errorf("start stream multiplexer: %w", err)
+	}
+	defer sess.Close()
+	s := &server{spawner: sp, env: boot.Env, log: log}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		st, err := sess.Accept()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("accept stream: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer st.Close()
+			s.handle(ctx, st)
+		}()
+	}
+}
+
+type server struct {
+	spawner Spawner
+	env     []string
+	log     *slog.Logger
+}
+
+func (s *server) handle(ctx context.Context, st net.Conn) {
+	c := agentproto.NewConn(st)
+	var req agentproto.Request
+	if err := c.Read(&req); err != nil {
+		s.log.Debug("read request", "err", err)
+		return
+	}
+	var err error
+	switch req.Op {
+	case agentproto.OpPing:
+		err = c.Write(agentproto.Msg{K: agentproto.KEnd})
+	case agentproto.OpExec:
+		err = s.exec(ctx, c, st, req.Exec)
+	case agentproto.OpWriteFile:
+		err = writeFile(c, &req)
+	case agentproto.OpReadFile:
+		err = readFile(c, &req)
+	case agentproto.OpListFiles:
+		err = listFiles(c, &req)
+	case agentproto.OpStat:
+		err = statFile(c, &req)
+	case agentproto.OpMkdir:
+		err = mkdir(c, &req)
+	case agentproto.OpRemove:
+		err = remove(c, &req)
+	default:
+		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
+	}
+	if err != nil {
+		s.log.Debug("request failed", "op", req.Op, "err", err)
+	}
+}

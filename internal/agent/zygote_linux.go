@@ -1,0 +1,393 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"golang.org/x/sys/unix"
+)
+
+// The spawner ("zygote") is a second copy of the agent binary that runs as
+// PID 1 of a nested PID namespace, in its own mount namespace with a /proc
+// that shows only user processes. It joins the limited cgroup, applies
+// rlimits, landlock, no_new_privs, an empty capability set and the seccomp
+// filter to itself, and then starts every user command with a plain
+// fork+exec, so commands inherit all of it with no per-exec cost. The agent
+// proper stays outside: invisible to user code, unlimited by the cgroup that
+// user code can exhaust, and unreachable by signals or ptrace.
+
+func durationNs(ns int64) time.Duration { return time.Duration(ns) }
+
+// ZygoteMain runs the spawner. fd 3 is its SEQPACKET socket to the agent;
+// cgroup.procs descriptors, if any, follow from fd 4. It never returns.
+func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
+	f := os.NewFile(3, "spawner")
+	c, err := net.FileConn(f)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "airlock spawner: socket: %v\n", err)
+		os.Exit(1)
+	}
+	f.Close()
+	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, log: log}
+	if err := zygoteSetup(cfg); err != nil {
+		z.reply(zmsg{Op: "ready", Err: err.Error()})
+		os.Exit(1)
+	}
+	z.reply(zmsg{Op: "ready"})
+	z.serve()
+	os.Exit(0)
+}
+
+// ZygoteConfig is passed to the spawner on its command line (CBOR, base64)
+// because it must be applied before anything else runs.
+type ZygoteConfig struct {
+	CgroupFDs   int    `cbor:"cg"`
+	NoFile      uint64 `cbor:"nofile"`
+	FSize       uint64 `cbor:"fsize"`
+	NProc       uint64 `cbor:"nproc"`
+	AS          uint64 `cbor:"as"`
+	Seccomp     bool   `cbor:"seccomp"`
+	Landlock    bool   `cbor:"landlock"`
+	AllowPtrace bool   `cbor:"ptrace"`
+	MountProc   bool   `cbor:"proc"`
+}
+
+func zygoteSetup(cfg ZygoteConfig) error {
+	// No one may ptrace or read the spawner's memory, even with the same uid.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make spawner non-dumpable: %w", err)
+	}
+	// Signals from user processes to their PID 1 are delivered only when a
+	// handler is installed; catch them all so none terminates the spawner.
+	// Handled (not ignored) signals reset to default in exec'd commands.
+	signal.Notify(make(chan os.Signal, 1))
+	if cfg.MountProc {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("make mounts private: %w", err)
+		}
+		// Mount over the agent's /proc rather than unmounting it first:
+		// the kernel only allows a new proc mount while a fully visible
+		// one exists. The old one is left shadowed and unreachable.
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount /proc for user processes: %w", err)
+		}
+	}
+	for i := 0; i < cfg.CgroupFDs; i++ {
+		f := os.NewFile(uintptr(4+i), "cgroup.procs")
+		_, err := f.Write([]byte("0"))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("join the sandbox cgroup: %w", err)
+		}
+	}
+	if cfg.CgroupFDs > 0 {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fmt.Errorf("new cgroup namespace: %w", err)
+		}
+	}
+	if err := applyRlimits(cfg); err != nil {
+		return err
+	}
+	return confine(cfg)
+}
+
+func applyRlimits(cfg ZygoteConfig) error {
+	set := func(res int, v uint64, name string) error {
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("set %s limit to %d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set(unix.RLIMIT_CORE, 0, "core size"); err != nil {
+		return err
+	}
+	if cfg.NoFile > 0 {
+		if err := set(unix.RLIMIT_NOFILE, cfg.NoFile, "open files"); err != nil {
+			return err
+		}
+	}
+	if cfg.FSize > 0 {
+		if err := set(unix.RLIMIT_FSIZE, cfg.FSize, "file size"); err != nil {
+			return err
+		}
+	}
+	if cfg.NProc > 0 {
+		if err := set(unix.RLIMIT_NPROC, cfg.NProc, "process count"); err != nil {
+			return err
+		}
+	}
+	if cfg.AS > 0 {
+		if err := set(unix.RLIMIT_AS, cfg.AS, "address space"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type zserver struct {
+	conn *net.UnixConn
+	wmu  sync.Mutex
+	log  *slog.Logger
+
+	// mu serialises fork+record against reaping, so an exit is never
+	// reaped before its pid is recorded.
+	mu    sync.Mutex
+	live  map[uint64]int
+	byPid map[int]uint64
+}
+
+func (z *zserver) reply(m zmsg) {
+	b, err := cbor.Marshal(m)
+	if err != nil {
+		return
+	}
+	z.wmu.Lock()
+	defer z.wmu.Unlock()
+	_, _, _ = z.conn.WriteMsgUnix(b, nil, nil)
+}
+
+func (z *zserver) serve() {
+	sigch := make(chan os.Signal, 1)
+	signal.Notify(sigch, syscall.SIGCHLD)
+	go func() {
+		for range sigch {
+			z.reap()
+		}
+	}()
+	buf := make([]byte, maxSpawnMsg+4096)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := z.conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return // the agent is gone; the namespace dies with us
+		}
+		fds := parseRights(oob[:oobn])
+		var m zmsg
+		if err := cbor.Unmarshal(buf[:n], &m); err != nil {
+			closeAll(fds)
+			continue
+		}
+		switch m.Op {
+		case "spawn":
+			z.spawn(m, fds)
+		case "kill":
+			closeAll(fds)
+			z.kill(m)
+		default:
+			closeAll(fds)
+		}
+	}
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, cm := range msgs {
+		if r, err := unix.ParseUnixRights(&cm); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func (z *zserver) spawn(m zmsg, fds []int) {
+	defer closeAll(fds)
+	if len(fds) != 3 || len(m.Argv) == 0 {
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: "malformed spawn request"})
+		return
+	}
+	path, err := lookPath(m.Argv[0], m.Env, m.Dir)
+	if err != nil {
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: err.Error()})
+		return
+	}
+	dir := m.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   m.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: m.TTY, Ctty: 0},
+	}
+	z.mu.Lock()
+	pid, err := syscall.ForkExec(path, m.Argv, attr)
+	if err == nil {
+		z.live[m.ID] = pid
+		z.byPid[pid] = m.ID
+	}
+	z.mu.Unlock()
+	if err != nil {
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: describeStartErr(m.Argv[0], dir, err)})
+		return
+	}
+	z.reply(zmsg{Op: "spawned", ID: m.ID, Pid: pid})
+}
+
+func describeStartErr(name, dir string, err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		if _, serr := os.Stat(dir); serr != nil {
+			return fmt.Sprintf("working directory %s does not exist", dir)
+		}
+		return fmt.Sprintf("%s: no such file or interpreter", name)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Sprintf("%s: permission denied (is it executable?)", name)
+	}
+	return fmt.Sprintf("start %s: %v", name, err)
+}
+
+// reap collects every exited child. As PID 1 it also reaps orphans.
+func (z *zserver) reap() {
+	for {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		z.mu.Lock()
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
+		if err != nil || pid <= 0 {
+			z.mu.Unlock()
+			return
+		}
+		id, ok := z.byPid[pid]
+		if ok {
+			delete(z.byPid, pid)
+			delete(z.live, id)
+		}
+		z.mu.Unlock()
+		if ok {
+			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			z.reply(zmsg{Op: "exit", ID: id, Pid: pid, WS: uint32(ws), CPUNs: int64(cpu), RSS: ru.Maxrss * 1024})
+		}
+	}
+}
+
+func (z *zserver) kill(m zmsg) {
+	z.mu.Lock()
+	pid, ok := z.live[m.ID]
+	z.mu.Unlock()
+	if !ok || m.Sig <= 0 {
+		return
+	}
+	sig := syscall.Signal(m.Sig)
+	if !m.Tree {
+		// The command leads its own process group (it called setsid).
+		if err := syscall.Kill(-pid, sig); err != nil {
+			_ = syscall.Kill(pid, sig)
+		}
+		return
+	}
+	killTree(pid)
+}
+
+// killTree kills the session led by root and every process descended from
+// root, repeating until a scan finds none (forks can race the first pass).
+func killTree(root int) {
+	_ = syscall.Kill(-root, syscall.SIGKILL)
+	for round := 0; round < 50; round++ {
+		victims := treeMembers(root)
+		if len(victims) == 0 {
+			return
+		}
+		for _, p := range victims {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// treeMembers lists live processes in root's session or descended from
+// root, from /proc (which shows only this namespace's processes).
+func treeMembers(root int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	type proc struct{ ppid, sid int }
+	procs := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == 1 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may contain spaces.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 4 || f[0] == "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		sid, _ := strconv.Atoi(f[3])
+		procs[pid] = proc{ppid, sid}
+	}
+	var out []int
+	for pid, p := range procs {
+		if pid == root || p.sid == root {
+			out = append(out, pid)
+			continue
+		}
+		for a, hops := p.ppid, 0; a > 1 && hops < 4096; hops++ {
+			if a == root {
+				out = append(out, pid)
+				break
+			}
+			pa, ok := procs[a]
+			if !ok {
+				break
+			}
+			a = pa.ppid
+		}
+	}
+	return out
+}
+
+// lookPath resolves a command name against the command's own PATH.
+func lookPath(name string, env []string, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := lookupEnv(env, "PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH (%s)", name, path)
+}

@@ -1,0 +1,88 @@
+package agentproto
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+)
+
+// Code classifies an Error so that each side can map it to a typed error.
+type Code string
+
+// Error codes.
+const (
+	CodeNotFound   Code = "not_found"
+	CodeExists     Code = "exists"
+	CodePermission Code = "permission"
+	CodeInvalid    Code = "invalid"
+	CodeTooLarge   Code = "too_large"
+	CodeIsDir      Code = "is_dir"
+	CodeNotDir     Code = "not_dir"
+	CodeNotEmpty   Code = "not_empty"
+	CodeNoSpace    Code = "no_space"
+	CodeStart      Code = "start_failed"
+	CodeInternal   Code = "internal"
+)
+
+// Error is an error that crossed the host-agent boundary.
+type Error struct {
+	Code    Code   `cbor:"c"`
+	Message string `cbor:"m"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is lets errors.Is match an Error against the io/fs sentinel errors.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case CodeNotFound:
+		return target == fs.ErrNotExist
+	case CodeExists:
+		return target == fs.ErrExist
+	case CodePermission:
+		return target == fs.ErrPermission
+	case CodeInvalid:
+		return target == fs.ErrInvalid
+	}
+	return false
+}
+
+// ToError converts a local error into one that can be sent to the peer.
+func ToError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	code := CodeInternal
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		code = CodeNotFound
+	case errors.Is(err, fs.ErrExist):
+		code = CodeExists
+	case errors.Is(err, fs.ErrPermission):
+		code = CodePermission
+	case errors.As(err, &errno):
+		switch errno {
+		case syscall.EISDIR:
+			code = CodeIsDir
+		case syscall.ENOTDIR:
+			code = CodeNotDir
+		case syscall.ENOTEMPTY:
+			code = CodeNotEmpty
+		case syscall.ENOSPC, syscall.EDQUOT:
+			code = CodeNoSpace
+		case syscall.EFBIG:
+			code = CodeTooLarge
+		case syscall.EINVAL:
+			code = CodeInvalid
+		}
+	}
+	return &Error{Code: code, Message: err.Error()}
+}
+
+// Errorf builds an Error with a code.
+func Errorf(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }

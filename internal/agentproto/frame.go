@@ -1,0 +1,89 @@
+package agentproto
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// decMode bounds what a frame may decode into: the peer is untrusted.
+var decMode = mustDecMode()
+
+func mustDecMode() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		MaxNestedLevels:  16,
+		MaxArrayElements: 65536,
+		MaxMapPairs:      4096,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		IndefLength:      cbor.IndefLengthForbidden,
+		TagsMd:           cbor.TagsForbidden,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}
+
+// Conn reads and writes frames on one stream. It is not safe for
+// concurrent writers; callers serialise writes.
+type Conn struct {
+	r   *bufio.Reader
+	w   io.Writer
+	buf []byte
+}
+
+// NewConn wraps rw.
+func NewConn(rw io.ReadWriter) *Conn {
+	return &Conn{r: bufio.NewReaderSize(rw, 32<<10), w: rw}
+}
+
+// NewSplitConn wraps a separate reader and writer.
+func NewSplitConn(r io.Reader, w io.Writer) *Conn {
+	return &Conn{r: bufio.NewReaderSize(r, 32<<10), w: w}
+}
+
+// Write encodes v as one frame.
+func (c *Conn) Write(v any) error {
+	body, err := cbor.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	if len(body) > MaxFrame {
+		return fmt.Errorf("encode frame: %d bytes exceeds the %d byte limit", len(body), MaxFrame)
+	}
+	c.buf = binary.BigEndian.AppendUint32(c.buf[:0], uint32(len(body)))
+	c.buf = append(c.buf, body...)
+	_, err = c.w.Write(c.buf)
+	return err
+}
+
+// Read decodes one frame into v. It returns io.EOF only at a clean frame
+// boundary.
+func (c *Conn) Read(v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("read frame: %d bytes exceeds the %d byte limit", n, MaxFrame)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return fmt.Errorf("read frame body: %w", noEOF(err))
+	}
+	if err := decMode.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decode frame: %w", err)
+	}
+	return nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,184 @@
+// Package agentproto defines the messages exchanged between the host and the
+// airlock agent that runs as PID 1 inside every isolation boundary, and the
+// framing that carries them.
+//
+// One byte stream connects the host to the agent. It starts with a boot
+// handshake (Boot from the host, Ready from the agent) and is then
+// multiplexed with yamux: every operation opens its own stream whose first
+// frame is a Request. Frames are a 4-byte big-endian length followed by a
+// CBOR body, never longer than MaxFrame, so a hostile peer cannot make the
+// other side allocate without bound.
+package agentproto
+
+import (
+	"time"
+)
+
+// Version is the protocol version. Host and agent refuse to talk across
+// versions.
+const Version = 1
+
+// MaxFrame bounds the encoded size of one frame.
+const MaxFrame = 1 << 20
+
+// ChunkSize is the largest payload that one Data frame carries.
+const ChunkSize = 64 << 10
+
+// Op names an operation; it is the first field of every stream.
+type Op string
+
+// Operations.
+const (
+	OpPing      Op = "ping"
+	OpExec      Op = "exec"
+	OpWriteFile Op = "write_file"
+	OpReadFile  Op = "read_file"
+	OpListFiles Op = "list_files"
+	OpStat      Op = "stat"
+	OpMkdir     Op = "mkdir"
+	OpRemove    Op = "remove"
+)
+
+// Boot is the first frame the host sends. It tells the agent how to prepare
+// the sandbox before it accepts requests.
+type Boot struct {
+	Version  int    `cbor:"v"`
+	ID       string `cbor:"id"`
+	Hostname string `cbor:"hostname"`
+	// Mode selects the PID 1 setup: "process" builds a root filesystem from
+	// host binds inside fresh namespaces.
+	Mode string   `cbor:"mode"`
+	Root RootSpec `cbor:"root"`
+	// Env is the base environment of every command.
+	Env []string `cbor:"env,omitempty"`
+	// Limits applied by the agent to the process that spawns user commands.
+	Rlimits Rlimits `cbor:"rlimits"`
+	// CgroupFDs are descriptors, inherited by the agent, of cgroup.procs
+	// files that the user-command spawner writes "0" into to join the
+	// limited cgroup.
+	CgroupFDs []int     `cbor:"cgroup_fds,omitempty"`
+	Hardening Hardening `cbor:"hardening"`
+	// AgentPID1 is false when the agent is not PID 1 (tests only).
+	AgentPID1 bool `cbor:"pid1"`
+}
+
+// RootSpec describes the sandbox's root filesystem in process mode.
+type RootSpec struct {
+	// Stage is an empty host directory where the new root is assembled.
+	Stage string `cbor:"stage"`
+	// RootFS, when set, is a prepared root directory used (read-only)
+	// instead of the host's /usr, /bin, /sbin and /lib*.
+	RootFS string `cbor:"rootfs,omitempty"`
+	// SizeBytes bounds the sandbox's writable tree (tmpfs size).
+	SizeBytes int64 `cbor:"size"`
+	// Etc holds generated /etc files, by name relative to /etc.
+	Etc map[string][]byte `cbor:"etc,omitempty"`
+	// HostEtc lists /etc entries bound read-only from the host (for example
+	// ssl, alternatives, ld.so.cache).
+	HostEtc []string `cbor:"host_etc,omitempty"`
+}
+
+// Rlimits are applied to user commands.
+type Rlimits struct {
+	NoFile   uint64 `cbor:"nofile"`
+	FSize    uint64 `cbor:"fsize"` // 0 = unlimited
+	NProc    uint64 `cbor:"nproc"` // 0 = unlimited; used only when cgroups are not available
+	AS       uint64 `cbor:"as"`    // 0 = unlimited
+	CoreZero bool   `cbor:"core0"`
+}
+
+// Hardening switches the confinement applied to user commands. All are on
+// by default; the host only turns one off when the user asks for it.
+type Hardening struct {
+	Seccomp     bool `cbor:"seccomp"`
+	Landlock    bool `cbor:"landlock"`
+	AllowPtrace bool `cbor:"ptrace"`
+}
+
+// Ready is the agent's answer to Boot.
+type Ready struct {
+	Version int    `cbor:"v"`
+	Err     *Error `cbor:"err,omitempty"`
+	// Notes lists confinement the agent could not apply (for example
+	// landlock missing from the kernel), so the host can report it.
+	Notes []string `cbor:"notes,omitempty"`
+}
+
+// Request is the first frame of every stream.
+type Request struct {
+	Op        Op           `cbor:"op"`
+	Exec      *ExecRequest `cbor:"exec,omitempty"`
+	Path      string       `cbor:"path,omitempty"`
+	Mode      uint32       `cbor:"mode,omitempty"`
+	Recursive bool         `cbor:"recursive,omitempty"`
+	// MaxBytes bounds a read_file answer; the agent refuses larger files.
+	MaxBytes int64 `cbor:"max,omitempty"`
+}
+
+// ExecRequest starts a command.
+type ExecRequest struct {
+	Argv    []string      `cbor:"argv"`
+	Env     []string      `cbor:"env,omitempty"`
+	Dir     string        `cbor:"dir,omitempty"`
+	TTY     bool          `cbor:"tty,omitempty"`
+	Rows    uint16        `cbor:"rows,omitempty"`
+	Cols    uint16        `cbor:"cols,omitempty"`
+	Stdin   bool          `cbor:"stdin,omitempty"`
+	Timeout time.Duration `cbor:"timeout,omitempty"`
+}
+
+// Kind tags a frame on an exec or file stream after the Request.
+type Kind uint8
+
+// Frame kinds. Host to agent: Stdin, StdinClose, Signal, Resize. Agent to
+// host: Started, Stdout, Stderr, Exit. Either: Data, End, Err, Info.
+const (
+	KStdin Kind = iota + 1
+	KStdinClose
+	KSignal
+	KResize
+	KStarted
+	KStdout
+	KStderr
+	KExit
+	KData
+	KEnd
+	KErr
+	KInfo
+	KList
+)
+
+// Msg is every frame after the Request.
+type Msg struct {
+	K     Kind       `cbor:"k"`
+	Data  []byte     `cbor:"d,omitempty"`
+	Sig   int        `cbor:"s,omitempty"`
+	Rows  uint16     `cbor:"r,omitempty"`
+	Cols  uint16     `cbor:"c,omitempty"`
+	Exit  *Exit      `cbor:"x,omitempty"`
+	Err   *Error     `cbor:"e,omitempty"`
+	Info  *FileInfo  `cbor:"i,omitempty"`
+	Files []FileInfo `cbor:"l,omitempty"`
+}
+
+// Exit reports how a command ended.
+type Exit struct {
+	Code int `cbor:"code"`
+	// Signal is the signal that killed the command, or 0.
+	Signal int `cbor:"sig,omitempty"`
+	// TimedOut is set when the agent killed the command for its timeout.
+	TimedOut bool          `cbor:"timeout,omitempty"`
+	CPUTime  time.Duration `cbor:"cpu"`
+	PeakRSS  int64         `cbor:"rss"`
+	Duration time.Duration `cbor:"dur"`
+}
+
+// FileInfo describes one file.
+type FileInfo struct {
+	Name    string `cbor:"n"`
+	Size    int64  `cbor:"s"`
+	Mode    uint32 `cbor:"m"` // os.FileMode bits
+	ModTime int64  `cbor:"t"` // unix nanoseconds
+	IsDir   bool   `cbor:"d,omitempty"`
+	Link    string `cbor:"l,omitempty"`
+}

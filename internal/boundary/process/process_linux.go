@@ -1,0 +1,281 @@
+// Package process is the Linux namespace boundary: the agent runs as PID 1
+// of fresh user, PID, mount, network, UTS and IPC namespaces, with user
+// commands confined further by the agent (cgroup, rlimits, landlock,
+// seccomp, no capabilities).
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/cgroup"
+)
+
+// Options configures one sandbox.
+type Options struct {
+	ID        string
+	AgentPath string
+	// RunDir is a private (0700) directory for per-sandbox scratch paths.
+	RunDir string
+	Limits cgroup.Limits
+	Log    *slog.Logger
+}
+
+// Sandbox is a running process-boundary sandbox.
+type Sandbox struct {
+	conn    *os.File
+	cmd     *exec.Cmd
+	group   *cgroup.Group
+	stage   string
+	notes   []string
+	stderr  *tailBuffer
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+// Start launches the agent inside new namespaces and fills in the
+// boundary-specific parts of boot. The caller then performs the handshake
+// on Conn.
+func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sandbox{done: make(chan struct{}), stderr: newTailBuffer(16 << 10)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	s.stage = filepath.Join(o.RunDir, o.ID)
+	if err := os.Mkdir(s.stage, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox root mount point: %w", err)
+	}
+
+	g, cgErr := cgroup.New(ctx, o.ID, o.Limits)
+	var cgFiles []*os.File
+	if cgErr == nil {
+		s.group = g
+		if cgFiles, err = g.UserProcsFiles(); err != nil {
+			return nil, fmt.Errorf("open sandbox cgroup: %w", err)
+		}
+		defer closeFiles(cgFiles)
+	} else if o.Limits != (cgroup.Limits{}) {
+		s.notes = append(s.notes, fmt.Sprintf("memory, pids and CPU limits are not enforced by a cgroup: %v", cgErr))
+		if o.Limits.Pids > 0 {
+			// A per-user process count is the only fork-bomb brake
+			// without cgroups; it counts all of this user's processes.
+			n := uint64(o.Limits.Pids) + uint64(userProcessCount())
+			boot.Rlimits.NProc = n
+			s.notes = append(s.notes, fmt.Sprintf("pids limit falls back to RLIMIT_NPROC=%d (counts every process of uid %d)", n, os.Getuid()))
+		}
+	}
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("create agent channel: %w", err)
+	}
+	// Non-blocking, so the runtime poller owns it and Close interrupts
+	// a pending read.
+	if err := unix.SetNonblock(pair[0], true); err != nil {
+		return nil, fmt.Errorf("create agent channel: %w", err)
+	}
+	s.conn = os.NewFile(uintptr(pair[0]), "agent")
+	agentEnd := os.NewFile(uintptr(pair[1]), "agent")
+	defer agentEnd.Close()
+
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd := &exec.Cmd{
+		Path:       o.AgentPath,
+		Args:       []string{"airlock-guest"},
+		Env:        []string{},
+		Dir:        "/",
+		Stderr:     s.stderr,
+		ExtraFiles: append([]*os.File{agentEnd}, cgFiles...),
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	if env := os.Getenv("AIRLOCK_AGENT_DEBUG"); env != "" {
+		cmd.Env = append(cmd.Env, "AIRLOCK_AGENT_DEBUG="+env)
+		cmd.Stderr = io.MultiWriter(s.stderr, os.Stderr)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent %s in new namespaces: %w", o.AgentPath, explainStart(err))
+	}
+	s.cmd = cmd
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	if s.group != nil {
+		if err := s.group.AddAgent(cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("place agent in its cgroup: %w", err)
+		}
+	}
+	boot.Mode = "process"
+	boot.AgentPID1 = true
+	boot.Root.Stage = s.stage
+	boot.CgroupFDs = nil
+	for i := range cgFiles {
+		boot.CgroupFDs = append(boot.CgroupFDs, 4+i)
+	}
+	return s, nil
+}
+
+func explainStart(err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%w (user namespaces may be disabled or restricted; run `airlock doctor` for the exact cause and fix)", err)
+	}
+	return err
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// Conn is the byte stream to the agent.
+func (s *Sandbox) Conn() io.ReadWriteCloser { return s.conn }
+
+// Notes lists limits that could not be enforced, with reasons.
+func (s *Sandbox) Notes() []string { return s.notes }
+
+// Done is closed when the agent has exited.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// PID is the host pid of the agent.
+func (s *Sandbox) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Err describes how the agent ended, with the tail of what it printed.
+func (s *Sandbox) Err() error {
+	select {
+	case <-s.done:
+	default:
+		return nil
+	}
+	msg := s.stderr.String()
+	if msg == "" {
+		return fmt.Errorf("agent exited: %v", s.waitErr)
+	}
+	return fmt.Errorf("agent exited (%v): %s", s.waitErr, msg)
+}
+
+// OOMKills reports how many processes the kernel's OOM killer has killed
+// in the sandbox's user cgroup so far.
+func (s *Sandbox) OOMKills() (uint64, error) {
+	if s.group == nil {
+		return 0, errors.ErrUnsupported
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return st.OOMKills, nil
+}
+
+// PeakMemory reports the sandbox's peak memory use, if known.
+func (s *Sandbox) PeakMemory() (uint64, error) {
+	if s.group == nil {
+		return 0, errors.ErrUnsupported
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return st.MemoryPeakBytes, nil
+}
+
+// Close kills every process of the sandbox and removes what it left: the
+// PID namespace collapses with its init, mounts vanish with the mount
+// namespace, and the cgroup and mount point are removed here.
+func (s *Sandbox) Close() error {
+	var errs []error
+	s.once.Do(func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		if s.cmd != nil && s.cmd.Process != nil {
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+		if s.group != nil {
+			if err := s.group.Delete(); err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+			}
+		}
+		if s.stage != "" {
+			if err := os.Remove(s.stage); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove mount point: %w", err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func userProcessCount() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	uid := uint32(os.Getuid())
+	n := 0
+	for _, e := range ents {
+		var st syscall.Stat_t
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		if syscall.Stat("/proc/"+e.Name(), &st) == nil && st.Uid == uid {
+			n++
+		}
+	}
+	return n
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
