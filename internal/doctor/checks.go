@@ -323,7 +323,7 @@ func cgroupCheck(info func() (string, []string, bool, string)) Check {
 		return c
 	}
 	version, controllers, writable, reason := info()
-	c.Detail = "cgroup " + version
+	c.Detail = version
 	if len(controllers) > 0 {
 		c.Detail += ", controllers: " + strings.Join(controllers, " ")
 	}
