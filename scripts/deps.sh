@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the system packages that airlock's tests and demo use, when they
+# are missing. Idempotent; needs root for apt-get (skipped otherwise).
+set -euo pipefail
+
+need=()
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in python3 curl iproute2 util-linux passwd make git ca-certificates bubblewrap; do
+	have "$pkg" || need+=("$pkg")
+done
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "missing packages: ${need[*]} (run as root, or: sudo apt-get install -y ${need[*]})" >&2
+	exit 1
+fi
+echo "installing: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}"
