@@ -286,9 +286,6 @@ func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, r
 	if err != nil {
 		return err
 	}
-	if raw {
-		term.Restore(int(os.Stdin.Fd()), nil)
-	}
 	return exitFor(res)
 }
 
