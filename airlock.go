@@ -25,17 +25,17 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 )
 
-// boundary is what a backend provides once its agent is running.
-type boundary interface {
+// backend is what an isolation boundary provides once its agent is running.
+type backend interface {
 	Conn() io.ReadWriteCloser
 	Notes() []string
 	Done() <-chan struct{}
 	Err() error
 	PID() int
-	OOMKills() (uint64, error)
-	PeakMemory() (uint64, error)
+	Counters() (boundary.Counters, error)
 	Close() error
 }
 
@@ -43,7 +43,7 @@ type boundary interface {
 type Sandbox struct {
 	id      string
 	cfg     Config
-	b       boundary
+	b       backend
 	sess    *yamux.Session
 	notes   []string
 	log     *slog.Logger

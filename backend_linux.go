@@ -13,7 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 )
 
-func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.Boot) (boundary, error) {
+func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.Boot) (backend, error) {
 	switch c.Isolation {
 	case IsolationProcess:
 	case IsolationGVisor, IsolationVM:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 )
 
 // Command describes one command to run in a sandbox.
@@ -64,6 +65,10 @@ type ExecResult struct {
 	PeakMemoryBytes int64         `json:"peak_memory_bytes"`
 	// KilledBy is empty when the command exited by itself.
 	KilledBy KilledBy `json:"killed_by"`
+	// LimitsHit names the sandbox limits that refused something while
+	// the command ran: "pids" (a fork failed), "memory" (the OOM killer
+	// ran). Empty when cgroups are unavailable or nothing hit a limit.
+	LimitsHit []string `json:"limits_hit,omitempty"`
 	// Signal is the signal that ended the command, or 0.
 	Signal int `json:"signal"`
 }
@@ -84,14 +89,15 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
 
 // Process is a running command.
 type Process struct {
-	s       *Sandbox
-	st      net.Conn
-	c       *agentproto.Conn
-	wmu     sync.Mutex
-	pid     int
-	argv    []string
-	oomBase uint64
-	oomOK   bool
+	s    *Sandbox
+	st   net.Conn
+	c    *agentproto.Conn
+	wmu  sync.Mutex
+	pid  int
+	argv []string
+	// before holds the limit counters at start, to attribute kills.
+	before   boundary.Counters
+	countsOK bool
 
 	done chan struct{}
 	res  *ExecResult
@@ -127,8 +133,8 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
-	p.oomBase, err = s.b.OOMKills()
-	p.oomOK = err == nil
+	p.before, err = s.b.Counters()
+	p.countsOK = err == nil
 	st, c, err := s.open(context.Background(), req)
 	if err != nil {
 		return nil, err
@@ -321,21 +327,25 @@ func (p *Process) result(x *agentproto.Exit, outBuf, errBuf *capped) *ExecResult
 	if errBuf != nil {
 		r.Stderr, r.StderrTruncated = errBuf.buf.Bytes(), errBuf.truncated
 	}
+	oom := false
+	if p.countsOK {
+		if now, err := p.s.b.Counters(); err == nil {
+			if now.PidsLimitHits > p.before.PidsLimitHits {
+				r.LimitsHit = append(r.LimitsHit, "pids")
+			}
+			if now.OOMKills > p.before.OOMKills {
+				r.LimitsHit = append(r.LimitsHit, "memory")
+				oom = true
+			}
+		}
+	}
 	switch {
 	case x.TimedOut:
 		r.KilledBy = KilledByTimeout
-	case x.Signal == int(syscall.SIGKILL) && p.oomKilled():
+	case x.Signal == int(syscall.SIGKILL) && oom:
 		r.KilledBy = KilledByOOM
 	case x.Signal != 0:
 		r.KilledBy = KilledBySignal
 	}
 	return r
-}
-
-func (p *Process) oomKilled() bool {
-	if !p.oomOK {
-		return false
-	}
-	n, err := p.s.b.OOMKills()
-	return err == nil && n > p.oomBase
 }

@@ -237,6 +237,11 @@ func exitFor(res *airlock.ExecResult) error {
 	case res.KilledBy == airlock.KilledByOOM:
 		fmt.Fprintln(os.Stderr, "airlock: command ran out of memory and was killed (raise --memory)")
 	}
+	for _, l := range res.LimitsHit {
+		if l == "pids" {
+			fmt.Fprintln(os.Stderr, "airlock: the pids limit refused new processes (raise --pids-limit)")
+		}
+	}
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
@@ -304,6 +309,7 @@ type jsonResult struct {
 	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
 	KilledBy        *string  `json:"killed_by"`
 	Signal          *int     `json:"signal"`
+	LimitsHit       []string `json:"limits_hit,omitempty"`
 	Notes           []string `json:"notes,omitempty"`
 }
 
@@ -333,6 +339,7 @@ func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) 
 		DurationMs:      res.Duration.Milliseconds(),
 		CPUTimeMs:       res.CPUTime.Milliseconds(),
 		PeakMemoryBytes: res.PeakMemoryBytes,
+		LimitsHit:       res.LimitsHit,
 		Notes:           sb.Notes(),
 	}
 	out.Stdout, out.StdoutEncoding = text(res.Stdout)

@@ -95,6 +95,9 @@ type Stats struct {
 	MemoryCurrentBytes uint64
 	PidsCurrent        uint64
 	CPUUsageNanos      uint64 // 0 on v1 without a cpuacct hierarchy
+	// PidsLimitHits counts forks refused because the pids limit was
+	// reached (pids.events "max"), in the user group.
+	PidsLimitHits uint64
 }
 
 var (

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -307,4 +308,22 @@ func cancelled(ctx context.Context, what string) error {
 		return fmt.Errorf("create cgroup %s: %w", what, err)
 	}
 	return nil
+}
+
+// pidsLimitHits reads the "max" counter of pids.events from whichever of
+// dirs has it. The library's stats do not expose pids.events.
+func pidsLimitHits(dirs []string) uint64 {
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "pids.events"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "max "); ok {
+				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }

@@ -156,6 +156,7 @@ func (g *v1Group) stats() (Stats, error) {
 	if m.CPU != nil && m.CPU.Usage != nil {
 		s.CPUUsageNanos = m.CPU.Usage.Total
 	}
+	s.PidsLimitHits = pidsLimitHits(user)
 	return s, nil
 }
 

@@ -176,6 +176,7 @@ func (g *v2Group) stats() (Stats, error) {
 	if m.CPU != nil {
 		s.CPUUsageNanos = m.CPU.UsageUsec * 1000
 	}
+	s.PidsLimitHits = pidsLimitHits(user)
 	return s, nil
 }
 

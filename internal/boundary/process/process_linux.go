@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 )
 
@@ -184,29 +185,16 @@ func (s *Sandbox) Err() error {
 	return fmt.Errorf("agent exited (%v): %s", s.waitErr, msg)
 }
 
-// OOMKills reports how many processes the kernel's OOM killer has killed
-// in the sandbox's user cgroup so far.
-func (s *Sandbox) OOMKills() (uint64, error) {
+// Counters reports the user cgroup's limit events so far.
+func (s *Sandbox) Counters() (boundary.Counters, error) {
 	if s.group == nil {
-		return 0, errors.ErrUnsupported
+		return boundary.Counters{}, errors.ErrUnsupported
 	}
 	st, err := s.group.Stats()
 	if err != nil {
-		return 0, err
+		return boundary.Counters{}, err
 	}
-	return st.OOMKills, nil
-}
-
-// PeakMemory reports the sandbox's peak memory use, if known.
-func (s *Sandbox) PeakMemory() (uint64, error) {
-	if s.group == nil {
-		return 0, errors.ErrUnsupported
-	}
-	st, err := s.group.Stats()
-	if err != nil {
-		return 0, err
-	}
-	return st.MemoryPeakBytes, nil
+	return boundary.Counters{OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits, MemoryPeakBytes: st.MemoryPeakBytes}, nil
 }
 
 // Close kills every process of the sandbox and removes what it left: the
