@@ -221,41 +221,55 @@ func (s *Sandbox) Close() error {
 	return s.closeErr
 }
 
-// open starts a new stream to the agent and sends req.
-func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (net.Conn, *agentproto.Conn, error) {
+// stream is one request's stream to the agent.
+type stream struct {
+	net.Conn
+	c    *agentproto.Conn
+	stop func() bool
+}
+
+// Close ends the stream and releases its context watch.
+func (st *stream) Close() error {
+	st.stop()
+	return st.Conn.Close()
+}
+
+// open starts a new stream to the agent and sends req. Cancelling ctx
+// closes the stream, which makes the agent abandon the request (and kill a
+// running command).
+func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, error) {
 	select {
 	case <-s.closed:
-		return nil, nil, s.Err()
+		return nil, s.Err()
 	default:
 	}
-	st, err := s.sess.OpenStream()
+	conn, err := s.sess.OpenStream()
 	if err != nil {
 		if e := s.Err(); e != nil {
-			return nil, nil, e
+			return nil, e
 		}
-		return nil, nil, fmt.Errorf("open stream to sandbox agent: %w", err)
+		return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
 	}
-	c := agentproto.NewConn(st)
-	if err := c.Write(req); err != nil {
-		st.Close()
-		return nil, nil, fmt.Errorf("send %s request: %w", req.Op, err)
+	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }}
+	if err := st.c.Write(req); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { st.Close() })
-		_ = stop // the stream is closed by the caller; a late close is harmless
+		st.stop = context.AfterFunc(ctx, func() { conn.Close() })
 	}
-	return st, c, nil
+	return st, nil
 }
 
 // Ping round-trips a no-op request to the agent.
 func (s *Sandbox) Ping(ctx context.Context) error {
-	st, c, err := s.open(ctx, agentproto.Request{Op: agentproto.OpPing})
+	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpPing})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	var m agentproto.Msg
-	return s.readReply(ctx, c, &m)
+	return s.readReply(ctx, st.c, &m)
 }
 
 // readReply reads one frame and turns transport failures into errors that

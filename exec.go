@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -90,7 +89,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
 // Process is a running command.
 type Process struct {
 	s    *Sandbox
-	st   net.Conn
+	st   *stream
 	c    *agentproto.Conn
 	wmu  sync.Mutex
 	pid  int
@@ -135,10 +134,11 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
 	p.before, err = s.b.Counters()
 	p.countsOK = err == nil
-	st, c, err := s.open(context.Background(), req)
+	st, err := s.open(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	c := st.c
 	p.st, p.c = st, c
 	var m agentproto.Msg
 	if err := s.readReply(ctx, c, &m); err != nil {
@@ -272,8 +272,6 @@ func (c *capped) Write(b []byte) (int, error) {
 func (p *Process) collect(ctx context.Context, cmd Command) {
 	defer close(p.done)
 	defer p.st.Close()
-	stop := context.AfterFunc(ctx, func() { p.st.Close() })
-	defer stop()
 	var outBuf, errBuf *capped
 	stdout, stderr := cmd.Stdout, cmd.Stderr
 	if stdout == nil {

@@ -38,11 +38,12 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 
 // WriteFileFrom streams r into path inside the sandbox.
 func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, mode fs.FileMode) error {
-	st, c, err := s.open(ctx, agentproto.Request{Op: agentproto.OpWriteFile, Path: path, Mode: uint32(mode.Perm())})
+	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpWriteFile, Path: path, Mode: uint32(mode.Perm())})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	c := st.c
 	buf := make([]byte, agentproto.ChunkSize)
 	var n int64
 	for {
@@ -98,11 +99,12 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 	if max <= 0 {
 		max = DefaultMaxReadBytes
 	}
-	st, c, err := s.open(ctx, agentproto.Request{Op: agentproto.OpReadFile, Path: path, MaxBytes: max})
+	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpReadFile, Path: path, MaxBytes: max})
 	if err != nil {
 		return FileInfo{}, err
 	}
 	defer st.Close()
+	c := st.c
 	var info FileInfo
 	var n int64
 	for {
@@ -132,11 +134,12 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 
 // ListFiles lists a directory in the sandbox.
 func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]FileInfo, error) {
-	st, c, err := s.open(ctx, agentproto.Request{Op: agentproto.OpListFiles, Path: path})
+	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpListFiles, Path: path})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
+	c := st.c
 	var out []FileInfo
 	for {
 		var m agentproto.Msg
@@ -184,11 +187,12 @@ func (s *Sandbox) Remove(ctx context.Context, path string, recursive bool) error
 
 func (s *Sandbox) simple(ctx context.Context, req agentproto.Request, op string) (agentproto.Msg, error) {
 	var m agentproto.Msg
-	st, c, err := s.open(ctx, req)
+	st, err := s.open(ctx, req)
 	if err != nil {
 		return m, err
 	}
 	defer st.Close()
+	c := st.c
 	if err := s.readReply(ctx, c, &m); err != nil {
 		return m, fmt.Errorf("%s %s: %w", op, req.Path, err)
 	}
