@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +37,7 @@ type Options struct {
 
 // Sandbox is a running process-boundary sandbox.
 type Sandbox struct {
+	lock    *os.File
 	conn    *os.File
 	cmd     *exec.Cmd
 	group   *cgroup.Group
@@ -60,10 +63,22 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		}
 	}()
 
+	// The lock is held for the sandbox's whole life. The kernel drops it
+	// when the supervisor dies, however it dies, which is how Sweep tells
+	// a leftover from a live sandbox.
+	lock, err := os.OpenFile(filepath.Join(o.RunDir, o.ID+".lock"), os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox lock: %w", err)
+	}
+	s.lock = lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("lock sandbox %s: %w", o.ID, err)
+	}
 	s.stage = filepath.Join(o.RunDir, o.ID)
 	if err := os.Mkdir(s.stage, 0o700); err != nil {
 		return nil, fmt.Errorf("create sandbox root mount point: %w", err)
 	}
+	go Sweep(o.RunDir, o.Log)
 
 	g, cgErr := cgroup.New(ctx, o.ID, o.Limits)
 	var cgFiles []*os.File
@@ -220,6 +235,10 @@ func (s *Sandbox) Close() error {
 				errs = append(errs, fmt.Errorf("remove mount point: %w", err))
 			}
 		}
+		if s.lock != nil {
+			os.Remove(s.lock.Name())
+			s.lock.Close()
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -266,4 +285,38 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// Sweep removes what sandboxes whose supervisor died (for example by
+// SIGKILL) left under runDir and in the cgroup tree: their mount points,
+// lock files and empty cgroups. A sandbox whose lock is still held is
+// alive and left alone. It returns the ids it cleaned.
+func Sweep(runDir string, log *slog.Logger) []string {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	locks, _ := filepath.Glob(filepath.Join(runDir, "*.lock"))
+	var cleaned []string
+	for _, lp := range locks {
+		id := strings.TrimSuffix(filepath.Base(lp), ".lock")
+		f, err := os.OpenFile(lp, os.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close() // alive
+			continue
+		}
+		os.Remove(filepath.Join(runDir, id))
+		os.Remove(lp)
+		f.Close()
+		cleaned = append(cleaned, id)
+	}
+	// Cgroups of dead sandboxes are empty once their PID namespace is
+	// gone; Sweep only removes empty ones, and leaves young ones to the
+	// sandbox that may be setting them up.
+	if ids, err := cgroup.Sweep(time.Minute); err == nil && len(ids) > 0 {
+		log.Debug("removed stale cgroups", "ids", ids)
+	}
+	return cleaned
 }
