@@ -1,0 +1,206 @@
+// Command airlock-bench measures how fast airlock sandboxes start, how
+// fast they run commands and how much host memory they hold while idle, and
+// compares the start with other ways of isolating a process on the same
+// machine in the same run. It prints a Markdown table and writes the raw
+// numbers as JSON.
+//
+//	go run ./bench/cmd/airlock-bench [-json FILE] [-n SCALE] [-agent PATH]
+//
+// It needs what airlock needs (user namespaces; cgroups for the full
+// confinement, which usually means root). See bench/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		jsonPath   = flag.String("json", filepath.Join("bench", "results", "latest.json"), "write the raw results as JSON to `FILE`, relative to the repository root by default (\"-\" for none)")
+		agentPath  = flag.String("agent", "", "airlock-guest binary to use (default: build ./cmd/airlock-guest with CGO_ENABLED=0 into a temp dir)")
+		scale      = flag.Float64("n", 1, "scale every run count by this `factor` (0.1 for a quick smoke run)")
+		ttiRuns    = flag.Int("tti-runs", 50, "sandboxes to create for time to interactive")
+		execRuns   = flag.Int("exec-runs", 500, "commands to run for the exec round trip")
+		execWarmup = flag.Int("exec-warmup", 10, "untimed commands before the exec round trip")
+		idleN      = flag.Int("idle-sandboxes", 20, "sandboxes kept running for the memory measurement")
+		idleWait   = flag.Duration("idle-wait", time.Second, "how long the sandboxes idle before memory is read")
+		refRuns    = flag.Int("ref-runs", 50, "runs of each reference point and phase probe")
+		refWarmup  = flag.Int("ref-warmup", 2, "untimed runs before each reference point and phase probe")
+		skip       = flag.String("skip", "", "comma-separated sections to leave out: refs,phases,tti,exec,memory")
+		timeout    = flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: airlock-bench [flags]\n\nMeasures airlock sandbox start, exec round trip and idle memory; see bench/README.md.\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 || *scale <= 0 {
+		flag.Usage()
+		return 2
+	}
+	skipped := map[string]bool{}
+	for _, s := range strings.Split(*skip, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			if !slices.Contains([]string{"refs", "phases", "tti", "exec", "memory"}, s) {
+				fmt.Fprintf(os.Stderr, "airlock-bench: unknown section %q in -skip\n", s)
+				return 2
+			}
+			skipped[s] = true
+		}
+	}
+	scaled := func(n int) int {
+		if n <= 0 {
+			return 0
+		}
+		return max(1, int(math.Round(float64(n)**scale)))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	start := time.Now()
+	rep := &report{
+		Timestamp: start.UTC().Format(time.RFC3339),
+		Params: params{
+			TTIRuns: scaled(*ttiRuns), ExecRuns: scaled(*execRuns), ExecWarmup: *execWarmup,
+			IdleSandboxes: *idleN, IdleWaitMs: idleWait.Milliseconds(),
+			RefRuns: scaled(*refRuns), RefWarmup: *refWarmup, Scale: *scale,
+		},
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+	}
+	failed := false
+	fail := func(section string, err error) {
+		failed = true
+		rep.Errors = append(rep.Errors, section+": "+err.Error())
+		logf("%s failed: %v", section, err)
+	}
+
+	tmp, err := os.MkdirTemp("", "airlock-bench-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	// A private state directory: the sandboxes' mount points go there.
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+		return 1
+	}
+	os.Setenv("AIRLOCK_HOME", home)
+
+	mod := moduleRoot(ctx)
+	rep.Host = gatherHost(ctx, mod)
+	// The default result file is relative to the repository, wherever
+	// the program runs from.
+	jsonSet := false
+	flag.Visit(func(f *flag.Flag) { jsonSet = jsonSet || f.Name == "json" })
+	if !jsonSet && mod != "" {
+		*jsonPath = filepath.Join(mod, "bench", "results", "latest.json")
+	}
+
+	if *agentPath != "" {
+		p, err := filepath.Abs(*agentPath)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: -agent: %v\n", err)
+			return 1
+		}
+		rep.Agent = p
+	} else {
+		logf("building the agent (CGO_ENABLED=0 go build ./cmd/airlock-guest)")
+		p, d, err := buildAgent(ctx, mod, tmp)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+			return 1
+		}
+		rep.Agent, rep.AgentBuilt, rep.AgentBuildMs = p, true, ms(d)
+		logf("agent built in %.1f s", d.Seconds())
+	}
+	cfg := airlock.Config{AgentPath: rep.Agent}
+	pr := rep.Params
+
+	if !skipped["refs"] {
+		logf("reference points: %d runs each", pr.RefRuns)
+		rep.References = references(ctx, pr.RefRuns, pr.RefWarmup, tmp)
+	}
+	if !skipped["phases"] {
+		logf("phase probes: %d runs each", pr.RefRuns)
+		rep.Phases = phaseProbes(ctx, pr.RefRuns, pr.RefWarmup, rep.Agent)
+		rep.Phases = append(rep.Phases, internalProbes(ctx, pr.RefRuns, pr.RefWarmup, rep.Agent)...)
+	}
+	if !skipped["tti"] {
+		logf("time to interactive: %d sandboxes", pr.TTIRuns)
+		if rep.TTI, err = measureTTI(ctx, cfg, pr.TTIRuns); err != nil {
+			fail("time to interactive", err)
+		}
+	}
+	if !skipped["exec"] && ctx.Err() == nil {
+		logf("exec round trip: %d warm-up + %d commands, then %d pings", pr.ExecWarmup, pr.ExecRuns, pr.ExecRuns)
+		if rep.Exec, err = measureExec(ctx, cfg, pr.ExecWarmup, pr.ExecRuns); err != nil {
+			fail("exec round trip", err)
+		}
+	}
+	if !skipped["memory"] && ctx.Err() == nil {
+		logf("idle memory: %d sandboxes", pr.IdleSandboxes)
+		if rep.Memory, err = measureMemory(ctx, cfg, pr.IdleSandboxes, *idleWait); err != nil {
+			fail("idle memory", err)
+		}
+	}
+	if err := ctx.Err(); err != nil && !failed {
+		fail("benchmark", err)
+	}
+	rep.DurationSec = time.Since(start).Seconds()
+	rep.Host.LoadEnd = loadAvg()
+	rep.evaluate()
+	logf("done")
+
+	fmt.Println()
+	rep.writeTable(os.Stdout)
+
+	if *jsonPath != "" && *jsonPath != "-" {
+		if err := writeJSON(*jsonPath, rep); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", *jsonPath)
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func writeJSON(path string, rep *report) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
