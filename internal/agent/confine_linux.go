@@ -17,7 +17,9 @@ import (
 
 // confine applies landlock, no_new_privs, an empty capability set and the
 // seccomp filter to every thread of the calling process. Commands started
-// afterwards inherit all of it.
+// afterwards inherit all of it. The caller must be locked to its OS thread
+// and start every command from it: the bounding set is emptied on that
+// thread only (see dropCapabilities).
 func confine(cfg ZygoteConfig) error {
 	if cfg.Landlock {
 		// The sandbox's root is its own tree: grant it in full and nothing
@@ -64,9 +66,22 @@ func allThreads(trap, a1, a2, a3 uintptr) error {
 }
 
 // dropCapabilities empties every capability set for good: root inside the
-// user namespace gets nothing back on exec (SECBIT_NOROOT, bounding set
-// emptied) and cannot regain anything through setuid binaries.
+// user namespace gets nothing back on exec (SECBIT_NOROOT locked, bounding
+// set emptied) and cannot regain anything through setuid binaries.
+//
+// The bounding set is per-thread and needs one prctl per capability, so it
+// is emptied on the calling thread only, with plain syscalls: children
+// inherit the bounding set of the thread that forks them, and every
+// command is forked from this thread. Doing it on all threads would cost a
+// stop-the-world round per capability. Securebits, ambient and the
+// permitted/effective sets are then cleared on every thread.
 func dropCapabilities() error {
+	last := lastCap()
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
 	// linux/securebits.h; x/sys/unix does not export these.
 	const (
 		secbitNoRoot                  = 1 << 0
@@ -82,12 +97,6 @@ func dropCapabilities() error {
 		secbitNoCapAmbientRaise | secbitNoCapAmbientRaiseLocked)
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0); err != nil {
 		return fmt.Errorf("set securebits: %w", err)
-	}
-	last := lastCap()
-	for c := 0; c <= last; c++ {
-		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && !errors.Is(err, syscall.EINVAL) {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
-		}
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("clear ambient capabilities: %w", err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ func durationNs(ns int64) time.Duration { return time.Duration(ns) }
 // ZygoteMain runs the spawner. fd 3 is its SEQPACKET socket to the agent;
 // cgroup.procs descriptors, if any, follow from fd 4. It never returns.
 func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
+	// Confinement that is per-thread is applied to this thread, and every
+	// command is forked from it (serve runs spawn inline): never unlock.
+	runtime.LockOSThread()
 	f := os.NewFile(3, "spawner")
 	c, err := net.FileConn(f)
 	if err != nil {

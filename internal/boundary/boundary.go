@@ -5,7 +5,6 @@ package boundary
 // processes. They let the host attribute a kill or a failed fork to the
 // limit that caused it.
 type Counters struct {
-	OOMKills        uint64
-	PidsLimitHits   uint64
-	MemoryPeakBytes uint64
+	OOMKills      uint64
+	PidsLimitHits uint64
 }

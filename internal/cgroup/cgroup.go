@@ -164,6 +164,13 @@ func (g *Group) UserProcsFiles() ([]*os.File, error) { return g.impl.userProcsFi
 // Stats reads the counters of the user group.
 func (g *Group) Stats() (Stats, error) { return g.impl.stats() }
 
+// Events is the cheap subset of Stats that is read around every command:
+// OOM kills and refused forks of the user group.
+type Events struct {
+	OOMKills      uint64
+	PidsLimitHits uint64
+}
+
 // Kill sends SIGKILL to every process in both groups and waits, bounded,
 // until they are gone. The calling process is never killed; Kill fails if it
 // is inside the group.

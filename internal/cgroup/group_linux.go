@@ -314,16 +314,47 @@ func cancelled(ctx context.Context, what string) error {
 // dirs has it. The library's stats do not expose pids.events.
 func pidsLimitHits(dirs []string) uint64 {
 	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "pids.events"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "max "); ok {
-				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-				return n
-			}
+		if v, ok := counterLine(filepath.Join(d, "pids.events"), "max "); ok {
+			return v
 		}
 	}
 	return 0
+}
+
+// Events reads only the OOM-kill and pids-limit counters of the user
+// group: two small files, where Stats parses every statistics file.
+// memory.events (v2) and memory.oom_control (v1) both carry an
+// "oom_kill N" line; pids.events carries "max N" on both.
+func (g *Group) Events() (Events, error) {
+	_, user := g.impl.dirs()
+	var ev Events
+	found := false
+	for _, d := range user {
+		for _, name := range []string{"memory.events", "memory.oom_control"} {
+			if v, ok := counterLine(filepath.Join(d, name), "oom_kill "); ok {
+				ev.OOMKills, found = v, true
+			}
+		}
+		if v, ok := counterLine(filepath.Join(d, "pids.events"), "max "); ok {
+			ev.PidsLimitHits, found = v, true
+		}
+	}
+	if !found {
+		return ev, fmt.Errorf("read events of cgroup %s: no counters found", g.id)
+	}
+	return ev, nil
+}
+
+func counterLine(path, prefix string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -200,16 +200,17 @@ func (s *Sandbox) Err() error {
 	return fmt.Errorf("agent exited (%v): %s", s.waitErr, msg)
 }
 
-// Counters reports the user cgroup's limit events so far.
+// Counters reports the user cgroup's limit events so far. It is read
+// around every command, so it reads only the two counters.
 func (s *Sandbox) Counters() (boundary.Counters, error) {
 	if s.group == nil {
 		return boundary.Counters{}, errors.ErrUnsupported
 	}
-	st, err := s.group.Stats()
+	ev, err := s.group.Events()
 	if err != nil {
 		return boundary.Counters{}, err
 	}
-	return boundary.Counters{OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits, MemoryPeakBytes: st.MemoryPeakBytes}, nil
+	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
 }
 
 // Close kills every process of the sandbox and removes what it left: the
