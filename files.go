@@ -132,6 +132,9 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 	}
 }
 
+// maxListEntries bounds one listing, whatever the agent sends.
+const maxListEntries = 100000
+
 // ListFiles lists a directory in the sandbox.
 func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]FileInfo, error) {
 	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpListFiles, Path: path})
@@ -148,6 +151,9 @@ func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]FileInfo, error
 		}
 		switch m.K {
 		case agentproto.KList:
+			if len(out)+len(m.Files) > maxListEntries {
+				return nil, fmt.Errorf("list %s: more than %d entries", path, maxListEntries)
+			}
 			for _, f := range m.Files {
 				out = append(out, fromProto(f))
 			}

@@ -80,7 +80,7 @@ func readFile(c *agentproto.Conn, req *agentproto.Request) error {
 	if err != nil {
 		return replyErr(c, err)
 	}
-	f, err := os.Open(p)
+	f, err := openNoMagic(p)
 	if err != nil {
 		return replyErr(c, err)
 	}
