@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// cliBin is the airlock binary under test; airlock-guest sits next to it.
+var cliBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "airlock-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	cliBin = filepath.Join(dir, "airlock")
+	builds := [][]string{
+		{"go", "build", "-o", cliBin, "."},
+		{"go", "build", "-o", filepath.Join(dir, "airlock-guest"), "../airlock-guest"},
+	}
+	for _, b := range builds {
+		cmd := exec.Command(b[0], b[1:]...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "TestMain: %s: %v\n%s", strings.Join(b, " "), err, out)
+			return 2
+		}
+	}
+	home, err := os.MkdirTemp("", "airlock-cli-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	defer os.RemoveAll(home)
+	if err := os.Chmod(home, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	os.Setenv("AIRLOCK_HOME", home)
+	// The CLI must find airlock-guest next to itself.
+	os.Unsetenv("AIRLOCK_AGENT")
+	return m.Run()
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the CLI with args and stdin, bounded in time.
+func runCLI(t *testing.T, stdin io.Reader, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, args...)
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("airlock %q did not finish in time; stderr: %s", args, errb.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("airlock %q: %v", args, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+func TestRunStreamsAndExitCode(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	if r.stdout != "out\n" {
+		t.Errorf("stdout %q, want %q", r.stdout, "out\n")
+	}
+	if !strings.Contains(r.stderr, "err") {
+		t.Errorf("stderr %q, want it to contain err", r.stderr)
+	}
+	if r.code != 3 {
+		t.Errorf("exit code %d, want 3", r.code)
+	}
+	if r := runCLI(t, nil, "run", "--", "true"); r.code != 0 || r.stdout != "" {
+		t.Errorf("true: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// A command killed by a signal: 128+N.
+	if r := runCLI(t, nil, "run", "--", "sh", "-c", "kill -TERM $$"); r.code != 128+15 {
+		t.Errorf("self-killed with SIGTERM: exit %d, want 143", r.code)
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, strings.NewReader("abc\n"), "run", "--", "cat")
+	if r.stdout != "abc\n" || r.code != 0 {
+		t.Errorf("echo abc | airlock run -- cat: stdout %q exit %d stderr %q", r.stdout, r.code, r.stderr)
+	}
+	big := strings.Repeat("0123456789", 100000)
+	r = runCLI(t, strings.NewReader(big), "run", "--", "wc", "-c")
+	if strings.TrimSpace(r.stdout) != fmt.Sprint(len(big)) {
+		t.Errorf("wc -c of %d bytes: %q", len(big), r.stdout)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "-e", "FOO=bar baz", "-w", "/tmp", "--hostname", "clihost", "--", "sh", "-c", "echo $FOO; pwd; hostname")
+	if r.stdout != "bar baz\n/tmp\nclihost\n" || r.code != 0 {
+		t.Errorf("flags: stdout %q exit %d stderr %q", r.stdout, r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--nofile-limit", "64", "--", "sh", "-c", "ulimit -n"); strings.TrimSpace(r.stdout) != "64" {
+		t.Errorf("--nofile-limit 64: %q %q", r.stdout, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--memory", "banana", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "--memory") {
+		t.Errorf("bad --memory: exit %d stderr %q, want 125 naming the flag", r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--isolation", "vm", "--", "true"); r.code != 125 {
+		t.Errorf("--isolation vm: exit %d stderr %q, want 125", r.code, r.stderr)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json output does not parse: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"exit_code", "stdout", "stderr", "duration_ms", "cpu_time_ms", "peak_memory_bytes", "killed_by", "signal"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("--json output lacks %q: %s", k, r.stdout)
+		}
+	}
+	if m["exit_code"] != float64(3) {
+		t.Errorf("exit_code = %v, want 3", m["exit_code"])
+	}
+	if m["stdout"] != "out\n" || m["stderr"] != "err\n" {
+		t.Errorf("stdout %q stderr %q", m["stdout"], m["stderr"])
+	}
+	if m["killed_by"] != nil || m["signal"] != nil {
+		t.Errorf("killed_by %v signal %v, want null for a normal exit", m["killed_by"], m["signal"])
+	}
+	for _, k := range []string{"duration_ms", "cpu_time_ms", "peak_memory_bytes"} {
+		if v, ok := m[k].(float64); !ok || v < 0 {
+			t.Errorf("%s = %v, want a number >= 0", k, m[k])
+		}
+	}
+	if v, _ := m["peak_memory_bytes"].(float64); v <= 0 {
+		t.Errorf("peak_memory_bytes = %v, want > 0", m["peak_memory_bytes"])
+	}
+	if id, _ := m["sandbox_id"].(string); id == "" {
+		t.Errorf("sandbox_id missing: %s", r.stdout)
+	}
+	// Nothing but the JSON document on stdout.
+	if strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 {
+		t.Errorf("--json printed more than one line:\n%s", r.stdout)
+	}
+	// Binary output is base64 encoded, not mangled.
+	r = runCLI(t, nil, "run", "--json", "--", "sh", "-c", "printf '\\377\\000\\001'")
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["stdout"] != "/wAB" || m["stdout_encoding"] != "base64" {
+		t.Errorf("binary stdout: %v (%v), want /wAB base64", m["stdout"], m["stdout_encoding"])
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	r := runCLI(t, nil, "run", "--timeout", "1s", "--", "sleep", "10")
+	if r.code != 124 {
+		t.Errorf("--timeout 1s -- sleep 10: exit %d, want 124 (stderr %q)", r.code, r.stderr)
+	}
+	if el := time.Since(start); el > 9*time.Second {
+		t.Errorf("the timeout did not cut sleep 10 short (%v)", el)
+	}
+	r = runCLI(t, nil, "run", "--json", "--timeout", "1s", "--", "sleep", "10")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if m["killed_by"] != "timeout" {
+		t.Errorf("killed_by = %v, want timeout", m["killed_by"])
+	}
+	if m["signal"] != float64(9) {
+		t.Errorf("signal = %v, want 9", m["signal"])
+	}
+}
+
+func TestRunNotFound(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--", "airlock-nosuch-command")
+	if r.code != 127 {
+		t.Errorf("exit %d, want 127 (stderr %q)", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "airlock-nosuch-command") {
+		t.Errorf("stderr %q does not name the command", r.stderr)
+	}
+	r = runCLI(t, nil, "run", "--json", "--", "airlock-nosuch-command")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if m["exit_code"] != float64(127) {
+		t.Errorf("--json exit_code = %v, want 127", m["exit_code"])
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "version")
+	if r.code != 0 || !regexp.MustCompile(`^airlock \S+ \(commit \S+, go\S+, linux/\w+, agent protocol \d+\)\n$`).MatchString(r.stdout) {
+		t.Errorf("version: exit %d %q", r.code, r.stdout)
+	}
+	r = runCLI(t, nil, "version", "--json")
+	var v struct {
+		Version  string `json:"version"`
+		Go       string `json:"go"`
+		Platform string `json:"platform"`
+		Protocol int    `json:"agent_protocol"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("version --json: %v\n%s", err, r.stdout)
+	}
+	if v.Version == "" || !strings.HasPrefix(v.Go, "go") || v.Platform != "linux/"+goarch() || v.Protocol <= 0 {
+		t.Errorf("version --json = %+v", v)
+	}
+}
+
+func goarch() string {
+	out, err := exec.Command("go", "env", "GOARCH").Output()
+	if err != nil {
+		return "amd64"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestRunTTY(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(cliBin, "run", "-it", "--", "sh", "-c", "tty; stty size")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("airlock run -it: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("airlock run -it did not finish")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	mu.Lock()
+	s := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	mu.Unlock()
+	if !regexp.MustCompile(`/dev/pts/\d+`).MatchString(s) {
+		t.Errorf("output %q shows no /dev/pts terminal", s)
+	}
+	if !strings.Contains(s, "30 90") {
+		t.Errorf("output %q, want the terminal size 30 90", s)
+	}
+}
