@@ -703,3 +703,44 @@ func TestExecKillAttribution(t *testing.T) {
 		t.Errorf("sleep killed with SIGKILL by the caller: killed_by %q, want signal", res.KilledBy)
 	}
 }
+
+// TestExecOversizedRequest checks that a command line and environment too
+// large for the spawner is refused with an error, and the sandbox goes on.
+func TestExecOversizedRequest(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	big := strings.Repeat("x", 400<<10)
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	res, err := sb.Run(sctx, airlock.Command{Argv: []string{"true"}, Env: map[string]string{"BIG": big}})
+	if sctx.Err() != nil {
+		t.Fatalf("a 400 KiB environment made Run hang: %v", err)
+	}
+	if err == nil && res.ExitCode == 0 {
+		t.Logf("a 400 KiB environment was accepted")
+	}
+	// Writing to a command that has ended does not hang either.
+	p, err := sb.Start(ctx, airlock.Command{Argv: []string{"true"}, OpenStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitProcess(t, p, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = p.WriteStdin([]byte("late"))
+		_ = p.CloseStdin()
+		_ = p.Resize(10, 10)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("WriteStdin after the command ended hangs")
+	}
+	if got := mustRun(t, ctx, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("afterwards: %q", got)
+	}
+}

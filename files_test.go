@@ -364,3 +364,55 @@ func TestFilesWriteFullDisk(t *testing.T) {
 		t.Errorf("a small WriteFile after the failed one: %v", err)
 	}
 }
+
+// TestFilesSpecialFiles checks that reading what is not a regular file
+// neither hangs the caller past its context nor breaks the sandbox.
+func TestFilesSpecialFiles(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	// An endless file is cut at the limit.
+	var n countWriter
+	if _, err := sb.ReadFileTo(ctx, "/dev/zero", &n, 1<<20); err == nil {
+		t.Error("ReadFileTo /dev/zero with a 1 MiB limit succeeded")
+	}
+	if n.n > 1<<20 {
+		t.Errorf("ReadFileTo /dev/zero wrote %d bytes past a 1 MiB limit", n.n)
+	}
+	if got := mustRun(t, ctx, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("afterwards: %q", got)
+	}
+
+	// A FIFO nobody writes to: the read can only end by its context.
+	mustRun(t, ctx, sb, "mkfifo /tmp/fifo")
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	type result struct{ err error }
+	done := make(chan result, 1)
+	go func() {
+		_, err := sb.ReadFile(rctx, "/tmp/fifo")
+		done <- result{err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Error("ReadFile of a FIFO without a writer succeeded")
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("ReadFile of a FIFO ignored its 3 s context: still blocked after 15 s")
+		// Closing the sandbox must release it.
+		sb.Close()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("ReadFile still blocked after Close")
+		}
+		return
+	}
+	if got := mustRun(t, ctx, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("after the FIFO read: %q", got)
+	}
+	if err := sb.WriteFile(ctx, "/tmp/after", []byte("x"), 0o644); err != nil {
+		t.Errorf("WriteFile after the FIFO read: %v", err)
+	}
+}

@@ -507,3 +507,65 @@ func TestIsolationProcSysReadOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestIsolationDangerousSyscalls(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	// x86_64 numbers; arguments are harmless should a call get through.
+	calls := []struct {
+		name string
+		args string
+	}{
+		{"kexec_load", "246, 0, 0, None, 0"},
+		{"bpf", "321, 0, None, 0"},
+		{"perf_event_open", "298, None, 0, -1, -1, 0"},
+		{"userfaultfd", "323, 0"},
+		{"keyctl", "250, 0, 0, 0, 0, 0"},
+		{"add_key", "248, b\"user\", b\"k\", b\"v\", 1, -4"},
+		{"io_uring_setup", "425, 1, None"},
+		{"open_by_handle_at", "304, -100, None, 0"},
+		{"setns", "308, -1, 0"},
+		{"syslog", "103, 3, None, 0"},
+		{"swapoff", "168, b\"/nonexistent\""},
+		{"reboot", "169, 0, 0, 0, None"}, // bad magic: EINVAL at worst
+		{"settimeofday", "164, None, None"},
+		{"x32 getpid", "0x40000027"},
+	}
+	var prog strings.Builder
+	prog.WriteString(pyLibc + "\n")
+	for _, c := range calls {
+		fmt.Fprintf(&prog, "r = libc.syscall(%s); print(%q, r, ctypes.get_errno())\n", c.args, c.name)
+	}
+	out := mustRun(t, ctx, sb, "python3 -c '"+strings.ReplaceAll(prog.String(), "'", `'"'"'`)+"'")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			t.Errorf("unexpected line %q", l)
+			continue
+		}
+		name, rest := strings.Join(f[:len(f)-2], " "), f[len(f)-2:]
+		if rest[0] != "-1" {
+			t.Errorf("%s = %v, want it refused", name, rest)
+			continue
+		}
+		if e, _ := strconv.Atoi(rest[1]); e != int(syscall.EPERM) && e != int(syscall.ENOSYS) {
+			t.Errorf("%s failed with errno %d (%v), want EPERM (or ENOSYS)", name, e, syscall.Errno(e))
+		}
+	}
+	if n := strings.Count(out, "\n"); n != len(calls) {
+		t.Errorf("probed %d calls, want %d:\n%s", n, len(calls), out)
+	}
+	// No injecting input into the terminal.
+	res, err := sb.Run(ctx, airlock.Command{TTY: true, Argv: []string{"python3", "-c", `import fcntl, termios
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x"); print("injected")
+except OSError as e:
+    print("refused", e.errno)`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Stdout), "refused") {
+		t.Errorf("TIOCSTI on the sandbox terminal: %q", res.Stdout)
+	}
+}
