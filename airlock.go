@@ -101,9 +101,11 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 		s.log.Warn("degraded confinement", "note", n)
 	}
 	if t := c.Resources.Timeout(); t > 0 {
+		s.mu.Lock()
 		s.lifetime = time.AfterFunc(t, func() {
 			s.stop(fmt.Errorf("%w: it reached its %s lifetime (resources.timeout_seconds)", ErrClosed, t))
 		})
+		s.mu.Unlock()
 	}
 	go func() {
 		select {
@@ -159,6 +161,9 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 	cfg.EnableKeepAlive = false
 	cfg.MaxStreamWindowSize = 1 << 20
 	cfg.ConnectionWriteTimeout = 30 * time.Second
+	// A stream we closed is reset if the agent has not closed its end by
+	// then, which stops any work it is still doing for it.
+	cfg.StreamCloseTimeout = 5 * time.Second
 	sess, err := yamux.Client(conn, cfg)
 	if err != nil {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
@@ -207,10 +212,10 @@ func (s *Sandbox) Close() error {
 		if s.stopCause == nil {
 			s.stopCause = ErrClosed
 		}
-		s.mu.Unlock()
 		if s.lifetime != nil {
 			s.lifetime.Stop()
 		}
+		s.mu.Unlock()
 		if s.sess != nil {
 			s.sess.Close()
 		}
@@ -256,7 +261,12 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
 	}
 	if ctx.Done() != nil {
-		st.stop = context.AfterFunc(ctx, func() { conn.Close() })
+		st.stop = context.AfterFunc(ctx, func() {
+			// Close only half-closes a yamux stream: also wake our own
+			// pending read, which may wait for a reply that never comes.
+			conn.Close()
+			_ = conn.SetReadDeadline(time.Now())
+		})
 	}
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,6 +98,10 @@ type Process struct {
 	// before holds the limit counters at start, to attribute kills.
 	before   boundary.Counters
 	countsOK bool
+	// killed is set when the caller killed the command (SIGKILL, Kill,
+	// or a cancelled context), so the kill is not blamed on a limit.
+	killed  atomic.Bool
+	unwatch func() bool
 
 	done chan struct{}
 	res  *ExecResult
@@ -138,6 +143,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.unwatch = context.AfterFunc(ctx, func() { p.killed.Store(true) })
 	c := st.c
 	p.st, p.c = st, c
 	var m agentproto.Msg
@@ -227,6 +233,9 @@ func (p *Process) CloseStdin() error { return p.send(agentproto.Msg{K: agentprot
 
 // Signal sends sig to the command's process group.
 func (p *Process) Signal(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL {
+		p.killed.Store(true)
+	}
 	return p.send(agentproto.Msg{K: agentproto.KSignal, Sig: int(sig)})
 }
 
@@ -238,6 +247,7 @@ func (p *Process) Resize(rows, cols uint16) error {
 // Kill kills the command and every process it started.
 func (p *Process) Kill() error {
 	// Closing the stream tells the agent to kill the whole tree.
+	p.killed.Store(true)
 	return p.st.Close()
 }
 
@@ -272,6 +282,7 @@ func (c *capped) Write(b []byte) (int, error) {
 func (p *Process) collect(ctx context.Context, cmd Command) {
 	defer close(p.done)
 	defer p.st.Close()
+	defer p.unwatch()
 	var outBuf, errBuf *capped
 	stdout, stderr := cmd.Stdout, cmd.Stderr
 	if stdout == nil {
@@ -340,7 +351,7 @@ func (p *Process) result(x *agentproto.Exit, outBuf, errBuf *capped) *ExecResult
 	switch {
 	case x.TimedOut:
 		r.KilledBy = KilledByTimeout
-	case x.Signal == int(syscall.SIGKILL) && oom:
+	case x.Signal == int(syscall.SIGKILL) && oom && !p.killed.Load():
 		r.KilledBy = KilledByOOM
 	case x.Signal != 0:
 		r.KilledBy = KilledBySignal

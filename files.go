@@ -43,7 +43,46 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, m
 		return err
 	}
 	defer st.Close()
-	c := st.c
+	// The agent answers once: after the upload, or as soon as it fails (a
+	// full disk, a bad path). Read that answer while sending, so a failure
+	// stops the upload instead of leaving it blocked on flow control.
+	reply := make(chan error, 1)
+	go func() {
+		var m agentproto.Msg
+		err := s.readReply(ctx, st.c, &m)
+		if err != nil {
+			st.Conn.Close()
+			_ = st.Conn.SetWriteDeadline(time.Now())
+		}
+		reply <- err
+	}()
+	n, sendErr := sendFile(st.c, r)
+	var srcErr *sourceError
+	if errors.As(sendErr, &srcErr) {
+		st.Conn.Close()
+		_ = st.Conn.SetReadDeadline(time.Now())
+		<-reply
+		return fmt.Errorf("write %s: %w", path, sendErr)
+	}
+	if err := <-reply; err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("write %s: %w", path, sendErr)
+	}
+	s.emit(Event{Type: EventFile, File: &FileEvent{Op: "write", Path: path, Size: n}})
+	return nil
+}
+
+// sourceError is a failure to read the caller's data, as opposed to a
+// failure to send it.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return "read source: " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// sendFile streams r as Data frames followed by End.
+func sendFile(c *agentproto.Conn, r io.Reader) (int64, error) {
 	buf := make([]byte, agentproto.ChunkSize)
 	var n int64
 	for {
@@ -51,35 +90,16 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, m
 		if k > 0 {
 			n += int64(k)
 			if err := c.Write(agentproto.Msg{K: agentproto.KData, Data: buf[:k]}); err != nil {
-				return s.fileErr(ctx, c, "write", path, err)
+				return n, err
 			}
 		}
 		if rerr == io.EOF {
-			break
+			return n, c.Write(agentproto.Msg{K: agentproto.KEnd})
 		}
 		if rerr != nil {
-			return fmt.Errorf("write %s: read source: %w", path, rerr)
+			return n, &sourceError{rerr}
 		}
 	}
-	if err := c.Write(agentproto.Msg{K: agentproto.KEnd}); err != nil {
-		return s.fileErr(ctx, c, "write", path, err)
-	}
-	var m agentproto.Msg
-	if err := s.readReply(ctx, c, &m); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	s.emit(Event{Type: EventFile, File: &FileEvent{Op: "write", Path: path, Size: n}})
-	return nil
-}
-
-// fileErr prefers the agent's own error (sent before it stopped reading)
-// over the transport error.
-func (s *Sandbox) fileErr(ctx context.Context, c *agentproto.Conn, op, path string, err error) error {
-	var m agentproto.Msg
-	if rerr := s.readReply(ctx, c, &m); rerr != nil {
-		return fmt.Errorf("%s %s: %w", op, path, rerr)
-	}
-	return fmt.Errorf("%s %s: %w", op, path, err)
 }
 
 // ReadFile reads a file from the sandbox, refusing files larger than

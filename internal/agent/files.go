@@ -40,38 +40,40 @@ func writeFile(c *agentproto.Conn, req *agentproto.Request) error {
 	if err != nil {
 		return replyErr(c, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	// fail removes the partial file before answering, so the space is
+	// free again by the time the host sees the error.
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return replyErr(c, err)
+	}
 	for {
 		var m agentproto.Msg
 		if err := c.Read(&m); err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
 			return fmt.Errorf("read file data: %w", err)
 		}
 		if m.K == agentproto.KEnd {
 			break
 		}
 		if m.K != agentproto.KData {
-			return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, "unexpected frame in file upload"))
+			return fail(agentproto.Errorf(agentproto.CodeInvalid, "unexpected frame in file upload"))
 		}
 		if _, err := tmp.Write(m.Data); err != nil {
-			return replyErr(c, err)
+			return fail(err)
 		}
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		return replyErr(c, err)
+		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
-		return replyErr(c, err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
+		os.Remove(tmp.Name())
 		return replyErr(c, err)
 	}
-	ok = true
 	return c.Write(agentproto.Msg{K: agentproto.KEnd})
 }
 

@@ -86,6 +86,9 @@ func zygoteSetup(cfg ZygoteConfig) error {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mount /proc for user processes: %w", err)
 		}
+		if err := protectProc(); err != nil {
+			return err
+		}
 	}
 	for i := 0; i < cfg.CgroupFDs; i++ {
 		f := os.NewFile(uintptr(4+i), "cgroup.procs")
@@ -104,6 +107,47 @@ func zygoteSetup(cfg ZygoteConfig) error {
 		return err
 	}
 	return confine(cfg)
+}
+
+// procReadOnly are /proc paths that reach host-wide kernel state. Root in
+// the sandbox may map to root on the host (when airlock runs as root), and
+// some of these check only the uid, so they are made read-only.
+var procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+
+// procMasked are /proc files that leak host kernel internals; an empty
+// read-only file is bound over each one that exists.
+var procMasked = []string{"kcore", "kmsg", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms", "acpi", "scsi", "asound"}
+
+func protectProc() error {
+	for _, name := range procReadOnly {
+		p := "/proc/" + name
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("protect %s: %w", p, err)
+		}
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	for _, name := range procMasked {
+		p := "/proc/" + name
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		} else {
+			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 func applyRlimits(cfg ZygoteConfig) error {
