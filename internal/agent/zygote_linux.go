@@ -43,7 +43,7 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 		os.Exit(1)
 	}
 	f.Close()
-	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, log: log}
+	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, start: map[int]uint64{}, log: log}
 	if err := zygoteSetup(cfg); err != nil {
 		z.reply(zmsg{Op: "ready", Err: err.Error()})
 		os.Exit(1)
@@ -193,6 +193,9 @@ type zserver struct {
 	mu    sync.Mutex
 	live  map[uint64]int
 	byPid map[int]uint64
+	// start holds each live command's start time (clock ticks since
+	// boot), to attribute orphans when a tree is killed.
+	start map[int]uint64
 }
 
 func (z *zserver) reply(m zmsg) {
@@ -284,6 +287,9 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 	if err == nil {
 		z.live[m.ID] = pid
 		z.byPid[pid] = m.ID
+		if st, ok := readStat(pid); ok {
+			z.start[pid] = st.start
+		}
 	}
 	z.mu.Unlock()
 	if err != nil {
@@ -321,6 +327,7 @@ func (z *zserver) reap() {
 		if ok {
 			delete(z.byPid, pid)
 			delete(z.live, id)
+			delete(z.start, pid)
 		}
 		z.mu.Unlock()
 		if ok {
@@ -345,15 +352,28 @@ func (z *zserver) kill(m zmsg) {
 		}
 		return
 	}
-	killTree(pid)
+	z.killTree(pid)
 }
 
-// killTree kills the session led by root and every process descended from
-// root, repeating until a scan finds none (forks can race the first pass).
-func killTree(root int) {
+// killTree kills the session led by root, every process descended from
+// root, and orphans that root's tree left behind. An orphan is a process
+// reparented to this PID 1 (it escaped with setsid and a double fork); it
+// is taken to be root's when it started after root and after no other live
+// command, so daemons of earlier or concurrent commands are spared. Scans
+// repeat until none finds a victim, since forks can race the first pass.
+func (z *zserver) killTree(root int) {
 	_ = syscall.Kill(-root, syscall.SIGKILL)
+	z.mu.Lock()
+	rootStart := z.start[root]
+	var others []uint64
+	for p, st := range z.start {
+		if p != root {
+			others = append(others, st)
+		}
+	}
+	z.mu.Unlock()
 	for round := 0; round < 50; round++ {
-		victims := treeMembers(root)
+		victims := treeMembers(root, rootStart, others)
 		if len(victims) == 0 {
 			return
 		}
@@ -363,46 +383,75 @@ func killTree(root int) {
 	}
 }
 
-// treeMembers lists live processes in root's session or descended from
-// root, from /proc (which shows only this namespace's processes).
-func treeMembers(root int) []int {
+type procStat struct {
+	ppid, sid int
+	start     uint64
+	zombie    bool
+}
+
+// readStat parses /proc/PID/stat: pid (comm) state ppid pgrp session ...
+// with the start time as field 22. comm may contain spaces and parens.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	sid, _ := strconv.Atoi(f[3])
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procStat{ppid: ppid, sid: sid, start: start, zombie: f[0] == "Z"}, true
+}
+
+// treeMembers lists live processes that belong to root's tree, from /proc
+// (which shows only this namespace's processes).
+func treeMembers(root int, rootStart uint64, others []uint64) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	type proc struct{ ppid, sid int }
-	procs := map[int]proc{}
+	procs := map[int]procStat{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == 1 {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
+		if st, ok := readStat(pid); ok && !st.zombie {
+			procs[pid] = st
+		}
+	}
+	heads := map[int]bool{root: true}
+	for pid, p := range procs {
+		if p.ppid != 1 || pid == root || p.start < rootStart {
 			continue
 		}
-		// pid (comm) state ppid pgrp session ...; comm may contain spaces.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
+		mine := true
+		for _, o := range others {
+			if o <= p.start {
+				mine = false // another live command may own it
+				break
+			}
 		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 4 || f[0] == "Z" {
-			continue
+		if mine {
+			heads[pid] = true
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		sid, _ := strconv.Atoi(f[3])
-		procs[pid] = proc{ppid, sid}
 	}
 	var out []int
 	for pid, p := range procs {
-		if pid == root || p.sid == root {
+		if heads[pid] || p.sid == root {
 			out = append(out, pid)
 			continue
 		}
 		for a, hops := p.ppid, 0; a > 1 && hops < 4096; hops++ {
-			if a == root {
+			if heads[a] {
 				out = append(out, pid)
 				break
 			}
