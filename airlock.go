@@ -156,14 +156,7 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 		return fmt.Errorf("start sandbox: %w", res.r.Err)
 	}
 	s.notes = append(s.notes, res.r.Notes...)
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard
-	cfg.EnableKeepAlive = false
-	cfg.MaxStreamWindowSize = 1 << 20
-	cfg.ConnectionWriteTimeout = 30 * time.Second
-	// A stream we closed is reset if the agent has not closed its end by
-	// then, which stops any work it is still doing for it.
-	cfg.StreamCloseTimeout = 5 * time.Second
+	cfg := agentproto.MuxConfig()
 	sess, err := yamux.Client(conn, cfg)
 	if err != nil {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/yamux"
 
@@ -44,11 +43,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 	if err := fc.Write(agentproto.Ready{Version: agentproto.Version, Notes: notes}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard
-	cfg.EnableKeepAlive = false
-	cfg.MaxStreamWindowSize = 1 << 20
-	cfg.ConnectionWriteTimeout = 30 * time.Second
+	cfg := agentproto.MuxConfig()
 	sess, err := yamux.Server(conn, cfg)
 	if err != nil {
 		return fmt.Errorf("start stream multiplexer: %w", err)
