@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command airlock-bench measures how fast airlock sandboxes start, how
 // fast they run commands and how much host memory they hold while idle, and
 // compares the start with other ways of isolating a process on the same
