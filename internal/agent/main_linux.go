@@ -41,9 +41,9 @@ func Main(args []string) {
 		ZygoteMain(cfg, log)
 		return
 	}
-	// As PID 1, catch every signal so none can end the agent, and reap
-	// whatever is reparented to it.
-	signal.Notify(make(chan os.Signal, 1))
+	// As PID 1, reap whatever is reparented to it. No process that runs
+	// user code can see the agent (they live in the spawner's nested PID
+	// namespace), so it needs no protection from their signals.
 	go reapOrphans()
 	// Entering the user namespace gained capabilities, which cleared the
 	// parent-death signal set at clone; set it again. If the supervisor is

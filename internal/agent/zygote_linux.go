@@ -44,10 +44,12 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 	}
 	f.Close()
 	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, start: map[int]uint64{}, log: log}
+	caught := catchFatalSignals()
 	if err := zygoteSetup(cfg); err != nil {
 		z.reply(zmsg{Op: "ready", Err: err.Error()})
 		os.Exit(1)
 	}
+	<-caught
 	z.reply(zmsg{Op: "ready"})
 	z.serve()
 	os.Exit(0)
@@ -72,10 +74,6 @@ func zygoteSetup(cfg ZygoteConfig) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make spawner non-dumpable: %w", err)
 	}
-	// Signals from user processes to their PID 1 are delivered only when a
-	// handler is installed; catch them all so none terminates the spawner.
-	// Handled (not ignored) signals reset to default in exec'd commands.
-	signal.Notify(make(chan os.Signal, 1))
 	if cfg.MountProc {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("make mounts private: %w", err)
@@ -148,6 +146,32 @@ func protectProc() error {
 		}
 	}
 	return nil
+}
+
+// fatalSignals are the signals whose default action ends a process and
+// that the Go runtime would act on (by exiting) unless they are notified.
+var fatalSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
+	unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE,
+	unix.SIGALRM, unix.SIGTERM, unix.SIGSTKFLT, unix.SIGXCPU, unix.SIGXFSZ,
+	unix.SIGVTALRM, unix.SIGIO, unix.SIGPWR, unix.SIGSYS,
+}
+
+// catchFatalSignals routes those signals to a channel nobody acts on, so
+// user processes cannot kill the spawner. Leaving them at SIG_DFL is not
+// enough: the kernel's protection of a PID namespace's init is checked
+// when a signal is sent, and is skipped while the main thread has signals
+// blocked (as the runtime does around every fork); another thread then
+// takes the fatal default action. Caught signals reset to SIG_DFL in
+// exec'd commands. Notify costs a runtime hand-off per signal, so this runs
+// concurrently with the rest of the set-up.
+func catchFatalSignals() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		signal.Notify(make(chan os.Signal, 1), fatalSignals...)
+		close(done)
+	}()
+	return done
 }
 
 func applyRlimits(cfg ZygoteConfig) error {
