@@ -197,10 +197,17 @@ func TestSupervisorKillKillsSandbox(t *testing.T) {
 		// The supervisor could not remove its cgroups; a sweep must.
 		t.Logf("after the supervisor died: cgroup of %s exists: %v", id, cgroup.Exists(id))
 		if cgroup.Exists(id) {
-			swept, err := cgroup.Sweep(0)
-			if err != nil {
-				t.Errorf("cgroup.Sweep: %v", err)
-			}
+			// Killed tasks leave their cgroup asynchronously; until they
+			// have, the group is busy and a sweep rightly leaves it.
+			var swept []string
+			waitFor(10*time.Second, func() bool {
+				ids, err := cgroup.Sweep(0)
+				if err != nil {
+					t.Errorf("cgroup.Sweep: %v", err)
+				}
+				swept = append(swept, ids...)
+				return !cgroup.Exists(id)
+			})
 			if !slices.Contains(swept, id) {
 				t.Errorf("cgroup.Sweep(0) removed %v, not %s", swept, id)
 			}
