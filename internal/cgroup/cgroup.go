@@ -25,6 +25,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"sync"
 )
 
 // Limits are the resource limits applied to a sandbox's user group.
@@ -124,6 +125,11 @@ type Group struct {
 	id      string
 	version Version
 	impl    backend
+
+	// eventFiles caches where Events finds its two counters.
+	eventsOnce sync.Once
+	oomFile    string
+	pidsFile   string
 }
 
 // backend is the version specific part of a Group.

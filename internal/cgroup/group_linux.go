@@ -324,25 +324,39 @@ func pidsLimitHits(dirs []string) uint64 {
 // Events reads only the OOM-kill and pids-limit counters of the user
 // group: two small files, where Stats parses every statistics file.
 // memory.events (v2) and memory.oom_control (v1) both carry an
-// "oom_kill N" line; pids.events carries "max N" on both.
+// "oom_kill N" line; pids.events carries "max N" on both. Which files
+// exist is found once; Events runs around every command.
 func (g *Group) Events() (Events, error) {
-	_, user := g.impl.dirs()
-	var ev Events
-	found := false
-	for _, d := range user {
-		for _, name := range []string{"memory.events", "memory.oom_control"} {
-			if v, ok := counterLine(filepath.Join(d, name), "oom_kill "); ok {
-				ev.OOMKills, found = v, true
+	g.eventsOnce.Do(func() {
+		_, user := g.impl.dirs()
+		for _, d := range user {
+			for _, name := range []string{"memory.events", "memory.oom_control"} {
+				if p := filepath.Join(d, name); g.oomFile == "" && fileExists(p) {
+					g.oomFile = p
+				}
+			}
+			if p := filepath.Join(d, "pids.events"); g.pidsFile == "" && fileExists(p) {
+				g.pidsFile = p
 			}
 		}
-		if v, ok := counterLine(filepath.Join(d, "pids.events"), "max "); ok {
-			ev.PidsLimitHits, found = v, true
-		}
+	})
+	var ev Events
+	var ok1, ok2 bool
+	if g.oomFile != "" {
+		ev.OOMKills, ok1 = counterLine(g.oomFile, "oom_kill ")
 	}
-	if !found {
+	if g.pidsFile != "" {
+		ev.PidsLimitHits, ok2 = counterLine(g.pidsFile, "max ")
+	}
+	if !ok1 && !ok2 {
 		return ev, fmt.Errorf("read events of cgroup %s: no counters found", g.id)
 	}
 	return ev, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func counterLine(path, prefix string) (uint64, bool) {
