@@ -23,12 +23,8 @@ func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.B
 	if err != nil {
 		return nil, err
 	}
-	run, err := runDir()
-	if err != nil {
-		return nil, err
-	}
 	lim := cgroup.Limits{MemoryBytes: c.Resources.MemoryMB << 20, Pids: c.PidsLimit, CPUs: c.Resources.CPUs}
-	b, err := process.Start(ctx, process.Options{ID: id, AgentPath: agent, RunDir: run, Limits: lim, Log: c.Logger}, boot)
+	b, err := process.Start(ctx, process.Options{ID: id, AgentPath: agent, Limits: lim, Log: c.Logger}, boot)
 	if err != nil {
 		return nil, fmt.Errorf("start process sandbox: %w", err)
 	}
@@ -53,29 +49,4 @@ func findAgent(explicit string) (string, error) {
 		}
 	}
 	return "", errors.New("the sandbox agent airlock-guest was not found: build it with `CGO_ENABLED=0 go build ./cmd/airlock-guest` and put it next to airlock, on PATH, or in $AIRLOCK_AGENT")
-}
-
-// runDir is the private directory for per-sandbox mount points.
-func runDir() (string, error) {
-	base, err := Home()
-	if err != nil {
-		return "", err
-	}
-	d := filepath.Join(base, "run")
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return "", fmt.Errorf("create %s: %w", d, err)
-	}
-	return d, nil
-}
-
-// Home is the airlock state directory: $AIRLOCK_HOME, default ~/.airlock.
-func Home() (string, error) {
-	if h := os.Getenv("AIRLOCK_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find the state directory: set AIRLOCK_HOME: %w", err)
-	}
-	return filepath.Join(home, ".airlock"), nil
 }

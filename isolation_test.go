@@ -569,3 +569,31 @@ except OSError as e:
 		t.Errorf("TIOCSTI on the sandbox terminal: %q", res.Stdout)
 	}
 }
+
+// As root, root inside the sandbox must not be root on the host: its
+// processes run as an unprivileged uid of their own.
+func TestIsolationRootIsNotHostRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root caller is remapped; an unprivileged caller maps its own uid")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb := newSandbox(t, airlock.Config{})
+	if got := mustRun(t, ctx, sb, "id -u"); got != "0\n" {
+		t.Fatalf("uid inside = %q, want 0", got)
+	}
+	m := strings.Fields(mustRun(t, ctx, sb, "cat /proc/self/uid_map"))
+	if len(m) != 3 || m[0] != "0" || m[1] == "0" {
+		t.Fatalf("uid_map %v: root inside must map to an unprivileged host uid", m)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d", sb.PID()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid == 0 {
+		t.Fatalf("the agent runs as host root")
+	}
+	if strconv.Itoa(int(st.Uid)) != m[1] {
+		t.Errorf("agent host uid %d, uid_map says %s", st.Uid, m[1])
+	}
+}

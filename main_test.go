@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,7 +261,7 @@ func agentProcs(t *testing.T) []int {
 			continue
 		}
 		var owner syscall.Stat_t
-		if err := syscall.Stat(fmt.Sprintf("/proc/%d", pid), &owner); err != nil || owner.Uid != uint32(os.Geteuid()) {
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d", pid), &owner); err != nil || !ownedByUs(owner.Uid) {
 			// Gone, or another user's (a concurrent run of this suite).
 			continue
 		}
@@ -369,3 +370,13 @@ var (
 	_ = errors.Is
 	_ = runtime.GOOS
 )
+
+// ownedByUs reports whether a process owned by host uid u belongs to this
+// test run: our own uid, or (as root) the unprivileged uids that root
+// inside sandboxes maps to.
+func ownedByUs(u uint32) bool {
+	if u == uint32(os.Geteuid()) {
+		return true
+	}
+	return os.Geteuid() == 0 && u >= process.SandboxUIDBase && u < process.SandboxUIDBase+process.SandboxUIDRange
+}

@@ -27,6 +27,17 @@ func buildRoot(b *agentproto.Boot) error {
 	if stage == "" || !filepath.IsAbs(stage) {
 		return fmt.Errorf("stage directory %q must be absolute", stage)
 	}
+	// A prepared root may live under the stage directory; keep a handle on
+	// it before the stage is covered.
+	var rootfsFD int = -1
+	if b.Root.RootFS != "" {
+		fd, err := unix.Open(b.Root.RootFS, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open rootfs %s (it must be a directory the sandbox's uid can read): %w", b.Root.RootFS, err)
+		}
+		defer unix.Close(fd)
+		rootfsFD = fd
+	}
 	opts := "mode=0755"
 	if b.Root.SizeBytes > 0 {
 		opts += fmt.Sprintf(",size=%d", b.Root.SizeBytes)
@@ -42,7 +53,7 @@ func buildRoot(b *agentproto.Boot) error {
 				return err
 			}
 		}
-		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", b.Root.RootFS, stage, stage)
+		o := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,workdir=%s/work", rootfsFD, stage, stage)
 		if err := unix.Mount("overlay", root, "overlay", 0, o); err != nil {
 			return fmt.Errorf("mount an overlay on rootfs %s: %w", b.Root.RootFS, err)
 		}

@@ -8,12 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,19 +28,15 @@ import (
 type Options struct {
 	ID        string
 	AgentPath string
-	// RunDir is a private (0700) directory for per-sandbox scratch paths.
-	RunDir string
-	Limits cgroup.Limits
-	Log    *slog.Logger
+	Limits    cgroup.Limits
+	Log       *slog.Logger
 }
 
 // Sandbox is a running process-boundary sandbox.
 type Sandbox struct {
-	lock    *os.File
 	conn    *os.File
 	cmd     *exec.Cmd
 	group   *cgroup.Group
-	stage   string
 	notes   []string
 	stderr  *tailBuffer
 	done    chan struct{}
@@ -63,22 +58,7 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		}
 	}()
 
-	// The lock is held for the sandbox's whole life. The kernel drops it
-	// when the supervisor dies, however it dies, which is how Sweep tells
-	// a leftover from a live sandbox.
-	lock, err := os.OpenFile(filepath.Join(o.RunDir, o.ID+".lock"), os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox lock: %w", err)
-	}
-	s.lock = lock
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("lock sandbox %s: %w", o.ID, err)
-	}
-	s.stage = filepath.Join(o.RunDir, o.ID)
-	if err := os.Mkdir(s.stage, 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox root mount point: %w", err)
-	}
-	go Sweep(o.RunDir, o.Log)
+	go Sweep(o.Log)
 
 	g, cgErr := cgroup.New(ctx, o.ID, o.Limits)
 	var cgFiles []*os.File
@@ -112,14 +92,34 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	agentEnd := os.NewFile(uintptr(pair[1]), "agent")
 	defer agentEnd.Close()
 
-	uid, gid := os.Getuid(), os.Getgid()
+	uid, gid := HostIDs(o.ID)
+	if boot.Root.RootFS != "" && os.Getuid() == 0 {
+		// A prepared root owned by host root is unwritable by a remapped
+		// root (capabilities do not apply to files whose owner is not
+		// mapped), so it keeps the caller's mapping. Said, not silent.
+		uid, gid = 0, 0
+		s.notes = append(s.notes, "with --rootfs under root, root in the sandbox is root on the host (without capabilities); run airlock as an unprivileged user, with a rootfs that user owns, for an unprivileged sandbox")
+	}
+	// The agent is executed through a descriptor opened here, so that no
+	// directory on its path has to be searchable by the sandbox's uid.
+	bin, err := os.Open(o.AgentPath)
+	if err != nil {
+		return nil, fmt.Errorf("open agent %s: %w", o.AgentPath, err)
+	}
+	defer bin.Close()
+	if err := checkExecutable(bin, uid); err != nil {
+		return nil, err
+	}
+	extra := append([]*os.File{agentEnd}, cgFiles...)
+	binFD := 3 + len(extra)
+	extra = append(extra, bin)
 	cmd := &exec.Cmd{
-		Path:       o.AgentPath,
+		Path:       fmt.Sprintf("/proc/self/fd/%d", binFD),
 		Args:       []string{"airlock-guest"},
 		Env:        []string{},
 		Dir:        "/",
 		Stderr:     s.stderr,
-		ExtraFiles: append([]*os.File{agentEnd}, cgFiles...),
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 				syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
@@ -127,6 +127,10 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
 			GidMappingsEnableSetgroups: false,
 			Pdeathsig:                  syscall.SIGKILL,
+			// Become root of the new namespace before exec, so that the
+			// agent starts with the namespace's capabilities: when the
+			// caller is root, its own uid is not mapped there.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		},
 	}
 	if env := os.Getenv("AIRLOCK_AGENT_DEBUG"); env != "" {
@@ -148,7 +152,10 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	}
 	boot.Mode = "process"
 	boot.AgentPID1 = true
-	boot.Root.Stage = s.stage
+	// The root is assembled on a tmpfs mounted over /tmp in the agent's
+	// private mount namespace: nothing is created on the host, and no host
+	// path has to be reachable by the sandbox's uid.
+	boot.Root.Stage = "/tmp"
 	boot.CgroupFDs = nil
 	for i := range cgFiles {
 		boot.CgroupFDs = append(boot.CgroupFDs, 4+i)
@@ -231,15 +238,6 @@ func (s *Sandbox) Close() error {
 				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 			}
 		}
-		if s.stage != "" {
-			if err := os.Remove(s.stage); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove mount point: %w", err))
-			}
-		}
-		if s.lock != nil {
-			os.Remove(s.lock.Name())
-			s.lock.Close()
-		}
 	})
 	return errors.Join(errs...)
 }
@@ -288,36 +286,59 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
-// Sweep removes what sandboxes whose supervisor died (for example by
-// SIGKILL) left under runDir and in the cgroup tree: their mount points,
-// lock files and empty cgroups. A sandbox whose lock is still held is
-// alive and left alone. It returns the ids it cleaned.
-func Sweep(runDir string, log *slog.Logger) []string {
+// Sweep removes the empty cgroups that sandboxes whose supervisor died
+// (for example by SIGKILL) left behind. Everything else such a sandbox had
+// lived in its own namespaces and died with it. Groups younger than a
+// minute are left to the sandbox that may be setting them up. It returns
+// the ids it removed.
+func Sweep(log *slog.Logger) []string {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	locks, _ := filepath.Glob(filepath.Join(runDir, "*.lock"))
-	var cleaned []string
-	for _, lp := range locks {
-		id := strings.TrimSuffix(filepath.Base(lp), ".lock")
-		f, err := os.OpenFile(lp, os.O_RDWR|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-			f.Close() // alive
-			continue
-		}
-		os.Remove(filepath.Join(runDir, id))
-		os.Remove(lp)
-		f.Close()
-		cleaned = append(cleaned, id)
-	}
-	// Cgroups of dead sandboxes are empty once their PID namespace is
-	// gone; Sweep only removes empty ones, and leaves young ones to the
-	// sandbox that may be setting them up.
-	if ids, err := cgroup.Sweep(time.Minute); err == nil && len(ids) > 0 {
+	ids, err := cgroup.Sweep(time.Minute)
+	if err == nil && len(ids) > 0 {
 		log.Debug("removed stale cgroups", "ids", ids)
 	}
-	return cleaned
+	return ids
+}
+
+// Sandbox uids: when airlock runs as root, root inside a sandbox maps to an
+// unprivileged host uid of its own in [SandboxUIDBase, SandboxUIDBase +
+// SandboxUIDRange), not to root: whatever reaches the host through the
+// kernel then carries no privilege, and sandboxes differ from each other.
+// An unprivileged caller can only map its own uid.
+const (
+	SandboxUIDBase  = 1_000_000_000
+	SandboxUIDRange = 1_000_000
+)
+
+// HostIDs returns the host uid and gid that root inside sandbox id maps to
+// (for the default root; see Start for --rootfs).
+func HostIDs(id string) (uid, gid int) {
+	if os.Getuid() != 0 {
+		return os.Getuid(), os.Getgid()
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	n := SandboxUIDBase + int(h.Sum32()%SandboxUIDRange)
+	return n, n
+}
+
+// checkExecutable reports, before any namespace is made, whether uid can
+// execute the agent binary.
+func checkExecutable(f *os.File, uid int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	mode := fi.Mode().Perm()
+	switch {
+	case int(st.Uid) == uid && mode&0o100 != 0, mode&0o001 != 0:
+		return nil
+	}
+	return fmt.Errorf("agent %s (mode %v) is not executable by the sandbox's uid %d: chmod 0755 it", f.Name(), mode, uid)
 }
