@@ -20,7 +20,7 @@ const unprivUser = "airlock-test"
 
 // unprivTests selects the tests the unprivileged run repeats: all of them
 // but this one.
-const unprivTests = "^Test(Isolation|Exec|Files|Limits|Teardown|Supervisor)"
+const unprivTests = "^Test(Isolation|Exec|Files|Limits|Teardown|Supervisor|RootFS)"
 
 // TestUnprivilegedSuite runs this package's tests again as an unprivileged
 // user, where cgroups are unavailable and every limit that needs them must
