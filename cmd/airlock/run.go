@@ -248,11 +248,23 @@ func exitFor(res *airlock.ExecResult) error {
 	return nil
 }
 
+// forwardSignals passes signals to the command, as `docker run` does. A
+// command may ignore SIGINT; the third Ctrl-C kills it and everything it
+// started.
 func forwardSignals(p *airlock.Process) func() {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
+		interrupts := 0
 		for sig := range ch {
+			if sig == syscall.SIGINT {
+				interrupts++
+				if interrupts == 3 {
+					fmt.Fprintln(os.Stderr, "airlock: third interrupt: killing the command")
+					_ = p.Kill()
+					continue
+				}
+			}
 			_ = p.Signal(sig.(syscall.Signal))
 		}
 	}()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,5 +311,45 @@ func TestRunTTY(t *testing.T) {
 	}
 	if !strings.Contains(s, "30 90") {
 		t.Errorf("output %q, want the terminal size 30 90", s)
+	}
+}
+
+// Signals reach the command; a command that ignores SIGINT is killed by
+// the third Ctrl-C, so the user is never stuck.
+func TestRunInterruptEscalates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, "run", "--", "sh", "-c", `trap "echo got-int" INT; echo ready; while :; do sleep 0.1; done`)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("first line %q; stderr %s", line, errb.String())
+	}
+	for i := 0; i < 3; i++ {
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if line, _ := r.ReadString('\n'); line != "got-int\n" {
+				t.Fatalf("interrupt %d: command printed %q, want got-int", i+1, line)
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 137 {
+		t.Fatalf("after three interrupts: %v, want exit 137; stderr %s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "third interrupt") {
+		t.Errorf("stderr does not say why: %s", errb.String())
 	}
 }
