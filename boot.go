@@ -54,9 +54,8 @@ func bootConfig(id string, c *Config) *agentproto.Boot {
 			Etc:       etcFiles(host),
 		},
 		Rlimits: agentproto.Rlimits{
-			NoFile:   c.NofileLimit,
-			FSize:    uint64(c.MaxFileSizeMB) << 20,
-			CoreZero: true,
+			NoFile: c.NofileLimit,
+			FSize:  uint64(c.MaxFileSizeMB) << 20,
 		},
 		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
 	}

@@ -43,7 +43,7 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 		os.Exit(1)
 	}
 	f.Close()
-	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, start: map[int]uint64{}, log: log}
+	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, log: log}
 	caught := catchFatalSignals()
 	if err := zygoteSetup(cfg); err != nil {
 		z.reply(zmsg{Op: "ready", Err: err.Error()})
@@ -217,9 +217,6 @@ type zserver struct {
 	mu    sync.Mutex
 	live  map[uint64]int
 	byPid map[int]uint64
-	// start holds each live command's start time (clock ticks since
-	// boot), to attribute orphans when a tree is killed.
-	start map[int]uint64
 }
 
 func (z *zserver) reply(m zmsg) {
@@ -311,9 +308,6 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 	if err == nil {
 		z.live[m.ID] = pid
 		z.byPid[pid] = m.ID
-		if st, ok := readStat(pid); ok {
-			z.start[pid] = st.start
-		}
 	}
 	z.mu.Unlock()
 	if err != nil {
@@ -351,7 +345,6 @@ func (z *zserver) reap() {
 		if ok {
 			delete(z.byPid, pid)
 			delete(z.live, id)
-			delete(z.start, pid)
 		}
 		z.mu.Unlock()
 		if ok {
@@ -386,16 +379,25 @@ func (z *zserver) kill(m zmsg) {
 // command, so daemons of earlier or concurrent commands are spared. Scans
 // repeat until none finds a victim, since forks can race the first pass.
 func (z *zserver) killTree(root int) {
-	_ = syscall.Kill(-root, syscall.SIGKILL)
+	// Start times are read now rather than at spawn, keeping them off the
+	// exec path: live commands are not reaped yet, so their /proc entries
+	// are still there (a zombie keeps its start time).
 	z.mu.Lock()
-	rootStart := z.start[root]
+	var rootStart uint64
 	var others []uint64
-	for p, st := range z.start {
-		if p != root {
-			others = append(others, st)
+	for _, p := range z.live {
+		st, ok := readStat(p)
+		if !ok {
+			continue
+		}
+		if p == root {
+			rootStart = st.start
+		} else {
+			others = append(others, st.start)
 		}
 	}
 	z.mu.Unlock()
+	_ = syscall.Kill(-root, syscall.SIGKILL)
 	for round := 0; round < 50; round++ {
 		victims := treeMembers(root, rootStart, others)
 		if len(victims) == 0 {

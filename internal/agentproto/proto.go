@@ -58,8 +58,6 @@ type Boot struct {
 	// limited cgroup.
 	CgroupFDs []int     `cbor:"cgroup_fds,omitempty"`
 	Hardening Hardening `cbor:"hardening"`
-	// AgentPID1 is false when the agent is not PID 1 (tests only).
-	AgentPID1 bool `cbor:"pid1"`
 }
 
 // RootSpec describes the sandbox's root filesystem in process mode.
@@ -78,13 +76,12 @@ type RootSpec struct {
 	HostEtc []string `cbor:"host_etc,omitempty"`
 }
 
-// Rlimits are applied to user commands.
+// Rlimits are applied to user commands. Core dumps are always disabled.
 type Rlimits struct {
-	NoFile   uint64 `cbor:"nofile"`
-	FSize    uint64 `cbor:"fsize"` // 0 = unlimited
-	NProc    uint64 `cbor:"nproc"` // 0 = unlimited; used only when cgroups are not available
-	AS       uint64 `cbor:"as"`    // 0 = unlimited
-	CoreZero bool   `cbor:"core0"`
+	NoFile uint64 `cbor:"nofile"`
+	FSize  uint64 `cbor:"fsize"` // 0 = unlimited
+	NProc  uint64 `cbor:"nproc"` // 0 = unlimited; used only when cgroups are not available
+	AS     uint64 `cbor:"as"`    // 0 = unlimited
 }
 
 // Hardening switches the confinement applied to user commands. All are on

@@ -150,7 +150,6 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		}
 	}
 	boot.Mode = "process"
-	boot.AgentPID1 = true
 	// The root is assembled on a tmpfs mounted over /tmp in the agent's
 	// private mount namespace: nothing is created on the host, and no host
 	// path has to be reachable by the sandbox's uid.
