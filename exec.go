@@ -185,8 +185,8 @@ func (e *StartError) ExitCode() int {
 
 func startErr(argv []string, err error) error {
 	var pe *agentproto.Error
-	if errors.As(err, &pe) && pe.Code == agentproto.CodeStart {
-		return &StartError{Argv: argv, NotFound: bytes.Contains([]byte(pe.Message), []byte("not found")) || bytes.Contains([]byte(pe.Message), []byte("no such file")), Err: pe}
+	if errors.As(err, &pe) && (pe.Code == agentproto.CodeStart || pe.Code == agentproto.CodeNotFound) {
+		return &StartError{Argv: argv, NotFound: pe.Code == agentproto.CodeNotFound, Err: pe}
 	}
 	return err
 }

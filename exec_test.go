@@ -744,3 +744,33 @@ func TestExecOversizedRequest(t *testing.T) {
 		t.Errorf("afterwards: %q", got)
 	}
 }
+
+// Start failures are classified by the spawner, not by their wording: a
+// missing program is 127, anything else that stops it from running 126.
+func TestExecStartErrorKinds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb := newSandbox(t, airlock.Config{})
+	for _, tc := range []struct {
+		cmd  airlock.Command
+		code int
+	}{
+		{airlock.Command{Argv: []string{"no-such-program"}}, 127},
+		{airlock.Command{Argv: []string{"/no/such/path"}}, 127},
+		{airlock.Command{Argv: []string{"true"}, Dir: "/no/such/dir"}, 126},
+		{airlock.Command{Argv: []string{"/etc/hostname"}}, 126},
+	} {
+		_, err := sb.Run(ctx, tc.cmd)
+		var se *airlock.StartError
+		if !errors.As(err, &se) {
+			t.Errorf("%v in %q: got %v, want a StartError", tc.cmd.Argv, tc.cmd.Dir, err)
+			continue
+		}
+		if se.ExitCode() != tc.code {
+			t.Errorf("%v in %q: exit code %d (%v), want %d", tc.cmd.Argv, tc.cmd.Dir, se.ExitCode(), se.Err, tc.code)
+		}
+	}
+	if got := mustRun(t, ctx, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("after failed starts: %q", got)
+	}
+}

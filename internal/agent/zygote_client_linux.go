@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
 // zmsg is the message exchanged with the spawner over a SOCK_SEQPACKET
@@ -25,6 +27,7 @@ type zmsg struct {
 	Tree  bool     `cbor:"tree,omitempty"`
 	Pid   int      `cbor:"pid,omitempty"`
 	Err   string   `cbor:"err,omitempty"`
+	Code  string   `cbor:"code,omitempty"`
 	WS    uint32   `cbor:"ws,omitempty"`
 	CPUNs int64    `cbor:"cpu,omitempty"`
 	RSS   int64    `cbor:"rss,omitempty"`
@@ -168,6 +171,9 @@ func (z *zclient) Spawn(req SpawnRequest, stdio [3]*os.File) (Child, error) {
 		z.mu.Lock()
 		delete(z.children, id)
 		z.mu.Unlock()
+		if r.Code != "" {
+			return nil, agentproto.Errorf(agentproto.Code(r.Code), r.Err)
+		}
 		return nil, errors.New(r.Err)
 	}
 	c.pid = r.Pid

@@ -17,6 +17,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
 // The spawner ("zygote") is a second copy of the agent binary that runs as
@@ -290,7 +292,7 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 	}
 	path, err := lookPath(m.Argv[0], m.Env, m.Dir)
 	if err != nil {
-		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: err.Error()})
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: err.Error(), Code: string(agentproto.CodeNotFound)})
 		return
 	}
 	dir := m.Dir
@@ -311,23 +313,27 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 	}
 	z.mu.Unlock()
 	if err != nil {
-		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: describeStartErr(m.Argv[0], dir, err)})
+		code, msg := describeStartErr(m.Argv[0], dir, err)
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: msg, Code: string(code)})
 		return
 	}
 	z.reply(zmsg{Op: "spawned", ID: m.ID, Pid: pid})
 }
 
-func describeStartErr(name, dir string, err error) string {
+// describeStartErr classifies a failed exec: a missing program is
+// CodeNotFound (a shell's 127); anything else that stopped it from running
+// is CodeStart (126).
+func describeStartErr(name, dir string, err error) (agentproto.Code, string) {
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		if _, serr := os.Stat(dir); serr != nil {
-			return fmt.Sprintf("working directory %s does not exist", dir)
+			return agentproto.CodeStart, fmt.Sprintf("working directory %s does not exist", dir)
 		}
-		return fmt.Sprintf("%s: no such file or interpreter", name)
+		return agentproto.CodeNotFound, fmt.Sprintf("%s: no such file or interpreter", name)
 	case errors.Is(err, syscall.EACCES):
-		return fmt.Sprintf("%s: permission denied (is it executable?)", name)
+		return agentproto.CodeStart, fmt.Sprintf("%s: permission denied (is it executable?)", name)
 	}
-	return fmt.Sprintf("start %s: %v", name, err)
+	return agentproto.CodeStart, fmt.Sprintf("start %s: %v", name, err)
 }
 
 // reap collects every exited child. As PID 1 it also reaps orphans.
