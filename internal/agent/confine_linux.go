@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/seccomp"
@@ -20,34 +21,55 @@ import (
 // afterwards inherit all of it. The caller must be locked to its OS thread
 // and start every command from it: the bounding set is emptied on that
 // thread only (see dropCapabilities).
-func confine(cfg ZygoteConfig) error {
+//
+// It returns notes on confinement that this kernel could not provide.
+func confine(cfg ZygoteConfig) ([]string, error) {
+	var notes []string
 	if cfg.Landlock {
+		notes = landlockNotes()
 		// The sandbox's root is its own tree: grant it in full and nothing
 		// else, so that files reached through another mount namespace
 		// (magic links, passed descriptors) stay out of reach. Scoping
 		// also cuts abstract unix sockets and signals to outside the domain.
 		ll := landlock.V7.BestEffort()
 		if err := ll.RestrictPaths(landlock.RWDirs("/").WithRefer().WithIoctlDev()); err != nil {
-			return fmt.Errorf("apply landlock filesystem rules: %w", err)
+			return nil, fmt.Errorf("apply landlock filesystem rules: %w", err)
 		}
 		if err := ll.RestrictScoped(); err != nil {
-			return fmt.Errorf("apply landlock scoping: %w", err)
+			return nil, fmt.Errorf("apply landlock scoping: %w", err)
 		}
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return fmt.Errorf("set no_new_privs: %w", err)
+		return nil, fmt.Errorf("set no_new_privs: %w", err)
 	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.Seccomp {
 		filter, err := seccomp.Build(seccomp.Profile{AllowPtrace: cfg.AllowPtrace})
 		if err != nil {
-			return fmt.Errorf("build seccomp filter: %w", err)
+			return nil, fmt.Errorf("build seccomp filter: %w", err)
 		}
 		if err := seccomp.Install(filter); err != nil {
-			return fmt.Errorf("install seccomp filter: %w", err)
+			return nil, fmt.Errorf("install seccomp filter: %w", err)
 		}
+	}
+	return notes, nil
+}
+
+// landlockNotes says what the best-effort landlock configuration cannot
+// enforce on this kernel, so the downgrade is reported, never silent.
+func landlockNotes() []string {
+	abi, err := llsys.LandlockGetABIVersion()
+	return landlockNotesFor(abi, err)
+}
+
+func landlockNotesFor(abi int, err error) []string {
+	switch {
+	case err != nil || abi < 1:
+		return []string{"landlock is not available in this kernel (Linux >= 5.13 with landlock in the lsm= list): user commands are confined by namespaces and seccomp only, not also by landlock"}
+	case abi < 6:
+		return []string{fmt.Sprintf("landlock ABI %d: the sandbox's file tree is enforced, but scoping of abstract unix sockets and signals needs ABI 6 (Linux 6.12)", abi)}
 	}
 	return nil
 }

@@ -59,3 +59,15 @@ func TestCleanPath(t *testing.T) {
 		t.Fatalf("cleanPath = %q, %v", p, err)
 	}
 }
+
+func TestLandlockNotes(t *testing.T) {
+	if n := landlockNotesFor(0, os.ErrInvalid); len(n) != 1 || !strings.Contains(n[0], "not available") {
+		t.Errorf("no landlock: notes %q", n)
+	}
+	if n := landlockNotesFor(4, nil); len(n) != 1 || !strings.Contains(n[0], "ABI 4") || !strings.Contains(n[0], "scoping") {
+		t.Errorf("ABI 4: notes %q", n)
+	}
+	if n := landlockNotesFor(7, nil); len(n) != 0 {
+		t.Errorf("ABI 7 provides everything asked for, notes %q", n)
+	}
+}

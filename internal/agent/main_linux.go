@@ -105,10 +105,11 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 	// The cgroup files stay open: restarting the spawner after a crash
 	// needs them again.
 	sp := &restartingSpawner{start: func() (*zclient, error) { return startZygote(cfg, cgfds) }}
-	if _, err := sp.current(); err != nil {
+	z, err := sp.current()
+	if err != nil {
 		return nil, nil, err
 	}
-	return sp, nil, nil
+	return sp, z.notes, nil
 }
 
 // restartingSpawner starts a new spawner if the previous one died (for

@@ -28,6 +28,7 @@ type zmsg struct {
 	Pid   int      `cbor:"pid,omitempty"`
 	Err   string   `cbor:"err,omitempty"`
 	Code  string   `cbor:"code,omitempty"`
+	Notes []string `cbor:"notes,omitempty"`
 	WS    uint32   `cbor:"ws,omitempty"`
 	CPUNs int64    `cbor:"cpu,omitempty"`
 	RSS   int64    `cbor:"rss,omitempty"`
@@ -48,6 +49,8 @@ type zclient struct {
 	children map[uint64]*zchild
 	dead     error
 	done     chan struct{}
+	// notes is what the spawner could not confine, from its ready message.
+	notes []string
 }
 
 // newZClient waits for the spawner to report that its setup finished, then
@@ -73,6 +76,7 @@ func newZClient(conn *net.UnixConn) (*zclient, error) {
 		pending:  map[uint64]chan zmsg{},
 		children: map[uint64]*zchild{},
 		done:     make(chan struct{}),
+		notes:    r.Notes,
 	}
 	go z.readLoop()
 	return z, nil

@@ -47,12 +47,13 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 	f.Close()
 	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, log: log}
 	caught := catchFatalSignals()
-	if err := zygoteSetup(cfg); err != nil {
+	notes, err := zygoteSetup(cfg)
+	if err != nil {
 		z.reply(zmsg{Op: "ready", Err: err.Error()})
 		os.Exit(1)
 	}
 	<-caught
-	z.reply(zmsg{Op: "ready"})
+	z.reply(zmsg{Op: "ready", Notes: notes})
 	z.serve()
 	os.Exit(0)
 }
@@ -71,23 +72,23 @@ type ZygoteConfig struct {
 	MountProc   bool   `cbor:"proc"`
 }
 
-func zygoteSetup(cfg ZygoteConfig) error {
+func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 	// No one may ptrace or read the spawner's memory, even with the same uid.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("make spawner non-dumpable: %w", err)
+		return nil, fmt.Errorf("make spawner non-dumpable: %w", err)
 	}
 	if cfg.MountProc {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			return fmt.Errorf("make mounts private: %w", err)
+			return nil, fmt.Errorf("make mounts private: %w", err)
 		}
 		// Mount over the agent's /proc rather than unmounting it first:
 		// the kernel only allows a new proc mount while a fully visible
 		// one exists. The old one is left shadowed and unreachable.
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mount /proc for user processes: %w", err)
+			return nil, fmt.Errorf("mount /proc for user processes: %w", err)
 		}
 		if err := protectProc(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for i := 0; i < cfg.CgroupFDs; i++ {
@@ -95,16 +96,16 @@ func zygoteSetup(cfg ZygoteConfig) error {
 		_, err := f.Write([]byte("0"))
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("join the sandbox cgroup: %w", err)
+			return nil, fmt.Errorf("join the sandbox cgroup: %w", err)
 		}
 	}
 	if cfg.CgroupFDs > 0 {
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			return fmt.Errorf("new cgroup namespace: %w", err)
+			return nil, fmt.Errorf("new cgroup namespace: %w", err)
 		}
 	}
 	if err := applyRlimits(cfg); err != nil {
-		return err
+		return nil, err
 	}
 	return confine(cfg)
 }
