@@ -50,3 +50,10 @@ func findAgent(explicit string) (string, error) {
 	}
 	return "", errors.New("the sandbox agent airlock-guest was not found: build it with `CGO_ENABLED=0 go build ./cmd/airlock-guest` and put it next to airlock, on PATH, or in $AIRLOCK_AGENT")
 }
+
+// Sweep removes what sandboxes whose supervisor died (for example by
+// SIGKILL) left on the host: their empty cgroups. Everything else such a
+// sandbox had lived in its own namespaces and died with it. The airlock CLI
+// calls it once per invocation; a long-running embedder may call it
+// periodically. It returns the ids of the sandboxes cleaned.
+func Sweep() []string { return process.Sweep(nil) }

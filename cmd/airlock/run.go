@@ -182,6 +182,9 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
 	}
+	// Clean up after earlier supervisors that were killed, off the
+	// critical path.
+	go airlock.Sweep()
 	sb, err := airlock.Create(ctx, cfg)
 	if err != nil {
 		if f.asJSON {

@@ -57,8 +57,6 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		}
 	}()
 
-	go Sweep(o.Log)
-
 	g, cgErr := cgroup.New(ctx, o.ID, o.Limits)
 	var cgFiles []*os.File
 	if cgErr == nil {

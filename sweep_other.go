@@ -1,0 +1,6 @@
+//go:build !linux
+
+package airlock
+
+// Sweep has nothing to clean where sandboxes use no host cgroups.
+func Sweep() []string { return nil }
