@@ -150,6 +150,11 @@ func listFiles(c *agentproto.Conn, req *agentproto.Request) error {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return replyErr(c, err)
 	}
+	if len(ents) == maxList {
+		if more, _ := d.ReadDir(1); len(more) > 0 {
+			return replyErr(c, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s has more than %d entries; list a narrower directory", p, maxList)))
+		}
+	}
 	// Send in batches so one frame stays under the frame limit.
 	const batch = 512
 	for i := 0; i < len(ents); i += batch {
