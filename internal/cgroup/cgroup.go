@@ -126,10 +126,12 @@ type Group struct {
 	version Version
 	impl    backend
 
-	// eventFiles caches where Events finds its two counters.
-	eventsOnce sync.Once
-	oomFile    string
-	pidsFile   string
+	// The two files Events reads, opened once and re-read with pread:
+	// Events runs twice around every command.
+	eventsMu sync.Mutex
+	eventsOK bool
+	oomFile  *os.File
+	pidsFile *os.File
 }
 
 // backend is the version specific part of a Group.
@@ -185,8 +187,21 @@ func (g *Group) Kill() error { return g.impl.kill() }
 // Delete kills every process and removes the user and the parent group from
 // every hierarchy. It is idempotent.
 func (g *Group) Delete() error {
+	g.closeEvents()
 	if err := g.impl.kill(); err != nil {
 		return err
 	}
 	return g.impl.remove()
+}
+
+// closeEvents releases the files Events keeps open.
+func (g *Group) closeEvents() {
+	g.eventsMu.Lock()
+	defer g.eventsMu.Unlock()
+	for _, f := range []*os.File{g.oomFile, g.pidsFile} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	g.oomFile, g.pidsFile = nil, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -314,7 +315,14 @@ func cancelled(ctx context.Context, what string) error {
 // dirs has it. The library's stats do not expose pids.events.
 func pidsLimitHits(dirs []string) uint64 {
 	for _, d := range dirs {
-		if v, ok := counterLine(filepath.Join(d, "pids.events"), "max "); ok {
+		f, err := os.Open(filepath.Join(d, "pids.events"))
+		if err != nil {
+			continue
+		}
+		var buf [128]byte
+		v, ok := counterLine(f, buf[:], "max ")
+		f.Close()
+		if ok {
 			return v
 		}
 	}
@@ -324,29 +332,34 @@ func pidsLimitHits(dirs []string) uint64 {
 // Events reads only the OOM-kill and pids-limit counters of the user
 // group: two small files, where Stats parses every statistics file.
 // memory.events (v2) and memory.oom_control (v1) both carry an
-// "oom_kill N" line; pids.events carries "max N" on both. Which files
-// exist is found once; Events runs around every command.
+// "oom_kill N" line; pids.events carries "max N" on both. The files are
+// opened on first use and read again from offset 0 each time, which makes
+// cgroupfs generate them afresh; Events runs around every command.
 func (g *Group) Events() (Events, error) {
-	g.eventsOnce.Do(func() {
+	g.eventsMu.Lock()
+	defer g.eventsMu.Unlock()
+	if !g.eventsOK {
+		g.eventsOK = true
 		_, user := g.impl.dirs()
 		for _, d := range user {
 			for _, name := range []string{"memory.events", "memory.oom_control"} {
-				if p := filepath.Join(d, name); g.oomFile == "" && fileExists(p) {
-					g.oomFile = p
+				if g.oomFile == nil {
+					g.oomFile, _ = os.Open(filepath.Join(d, name))
 				}
 			}
-			if p := filepath.Join(d, "pids.events"); g.pidsFile == "" && fileExists(p) {
-				g.pidsFile = p
+			if g.pidsFile == nil {
+				g.pidsFile, _ = os.Open(filepath.Join(d, "pids.events"))
 			}
 		}
-	})
-	var ev Events
-	var ok1, ok2 bool
-	if g.oomFile != "" {
-		ev.OOMKills, ok1 = counterLine(g.oomFile, "oom_kill ")
 	}
-	if g.pidsFile != "" {
-		ev.PidsLimitHits, ok2 = counterLine(g.pidsFile, "max ")
+	var ev Events
+	var buf [512]byte
+	ok1, ok2 := false, false
+	if g.oomFile != nil {
+		ev.OOMKills, ok1 = counterLine(g.oomFile, buf[:], "oom_kill ")
+	}
+	if g.pidsFile != nil {
+		ev.PidsLimitHits, ok2 = counterLine(g.pidsFile, buf[:], "max ")
 	}
 	if !ok1 && !ok2 {
 		return ev, fmt.Errorf("read events of cgroup %s: no counters found", g.id)
@@ -354,17 +367,14 @@ func (g *Group) Events() (Events, error) {
 	return ev, nil
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-func counterLine(path, prefix string) (uint64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+// counterLine reads f from the start and returns the number on the line
+// that begins with prefix.
+func counterLine(f *os.File, buf []byte, prefix string) (uint64, bool) {
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(buf[:n]), "\n") {
 		if v, ok := strings.CutPrefix(line, prefix); ok {
 			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 			return n, err == nil
