@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -41,13 +42,18 @@ type backend interface {
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
-	id      string
-	cfg     Config
-	b       backend
-	sess    *yamux.Session
-	notes   []string
-	log     *slog.Logger
-	created time.Time
+	id   string
+	cfg  Config
+	b    backend
+	sess *yamux.Session
+	// spare is a stream opened ahead of the next request, so that a
+	// request costs the agent one frame to read instead of a stream open
+	// and then a frame; refilling says a new one is being opened.
+	spare     chan *yamux.Stream
+	refilling atomic.Bool
+	notes     []string
+	log       *slog.Logger
+	created   time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,11 +163,13 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 	}
 	s.notes = append(s.notes, res.r.Notes...)
 	cfg := agentproto.MuxConfig()
-	sess, err := yamux.Client(conn, cfg)
+	sess, err := yamux.Client(agentproto.CoalesceWrites(conn), cfg)
 	if err != nil {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
 	}
 	s.sess = sess
+	s.spare = make(chan *yamux.Stream, 1)
+	go s.refillSpare()
 	return nil
 }
 
@@ -222,14 +230,35 @@ func (s *Sandbox) Close() error {
 // stream is one request's stream to the agent.
 type stream struct {
 	net.Conn
+	s    *Sandbox
 	c    *agentproto.Conn
 	stop func() bool
 }
 
-// Close ends the stream and releases its context watch.
+// Close ends the stream and releases its context watch. It also opens
+// the spare stream for the next request, off the path of this one.
 func (st *stream) Close() error {
 	st.stop()
-	return st.Conn.Close()
+	err := st.Conn.Close()
+	go st.s.refillSpare()
+	return err
+}
+
+// refillSpare opens a spare stream unless one is waiting or being opened.
+func (s *Sandbox) refillSpare() {
+	if len(s.spare) > 0 || !s.refilling.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.refilling.Store(false)
+	conn, err := s.sess.OpenStream()
+	if err != nil {
+		return // the session is gone; open reports why
+	}
+	select {
+	case s.spare <- conn:
+	default:
+		conn.Close()
+	}
 }
 
 // open starts a new stream to the agent and sends req. Cancelling ctx
@@ -241,14 +270,19 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 		return nil, s.Err()
 	default:
 	}
-	conn, err := s.sess.OpenStream()
-	if err != nil {
-		if e := s.Err(); e != nil {
-			return nil, e
+	var conn *yamux.Stream
+	select {
+	case conn = <-s.spare:
+	default:
+		var err error
+		if conn, err = s.sess.OpenStream(); err != nil {
+			if e := s.Err(); e != nil {
+				return nil, e
+			}
+			return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
 		}
-		return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
 	}
-	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }}
+	st := &stream{Conn: conn, s: s, c: agentproto.NewConn(conn), stop: func() bool { return false }}
 	if err := st.c.Write(req); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send %s request: %w", req.Op, err)

@@ -80,11 +80,13 @@ func (s *Sandbox) Exec(ctx context.Context, command string) (*ExecResult, error)
 
 // Run runs cmd and waits for it.
 func (s *Sandbox) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
-	p, err := s.Start(ctx, cmd)
+	p, err := s.start(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	return p.Wait()
+	// Collect on the caller's goroutine: one hand-off fewer per command.
+	p.collect(ctx, cmd)
+	return p.res, p.err
 }
 
 // Process is a running command.
@@ -120,6 +122,17 @@ func (cmd *Command) argv() ([]string, error) {
 
 // Start starts cmd and returns without waiting for it.
 func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
+	p, err := s.start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	go p.collect(ctx, cmd)
+	return p, nil
+}
+
+// start sends cmd to the agent and waits until it runs; the caller then
+// collects its output and exit.
+func (s *Sandbox) start(ctx context.Context, cmd Command) (*Process, error) {
 	argv, err := cmd.argv()
 	if err != nil {
 		return nil, err
@@ -159,7 +172,6 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if cmd.Stdin != nil {
 		go p.copyStdin(cmd.Stdin)
 	}
-	go p.collect(ctx, cmd)
 	return p, nil
 }
 
@@ -280,9 +292,17 @@ func (c *capped) Write(b []byte) (int, error) {
 }
 
 func (p *Process) collect(ctx context.Context, cmd Command) {
-	defer close(p.done)
-	defer p.st.Close()
-	defer p.unwatch()
+	defer func() {
+		p.unwatch()
+		if p.res != nil {
+			// The command is over and the agent is closing its end: ours
+			// need not hold up the result.
+			go p.st.Close()
+		} else {
+			p.st.Close()
+		}
+		close(p.done)
+	}()
 	var outBuf, errBuf *capped
 	stdout, stderr := cmd.Stdout, cmd.Stderr
 	if stdout == nil {

@@ -33,7 +33,7 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	if er.TTY && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM=xterm-256color")
 	}
-	io_, err := newStdio(er)
+	io_, err := newStdio(er, s.devnull)
 	if err != nil {
 		return replyErr(c, fmt.Errorf("set up command stdio: %w", err))
 	}
@@ -215,7 +215,9 @@ type stdio struct {
 	owned      []*os.File // child ends, closed after spawn
 }
 
-func newStdio(er *agentproto.ExecRequest) (*stdio, error) {
+// newStdio creates the command's standard streams. devnull, shared by all
+// commands, is stdin when the host sends none.
+func newStdio(er *agentproto.ExecRequest, devnull *os.File) (*stdio, error) {
 	s := &stdio{tty: er.TTY}
 	if er.TTY {
 		m, sl, err := pty.Open()
@@ -249,15 +251,10 @@ func newStdio(er *agentproto.ExecRequest) (*stdio, error) {
 		s.childFiles[0] = r
 		s.owned = append(s.owned, r)
 	} else {
-		n, err := os.Open(os.DevNull)
-		if err != nil {
-			return nil, err
-		}
-		s.childFiles[0] = n
-		s.owned = append(s.owned, n)
+		s.childFiles[0] = devnull
 	}
 	for i, dst := range []**os.File{&s.stdoutR, &s.stderrR} {
-		r, w, err := os.Pipe()
+		r, w, err := outputPipe()
 		if err != nil {
 			s.close()
 			return nil, err

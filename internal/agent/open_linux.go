@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -38,4 +39,23 @@ func openNoMagic(p string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// outputPipe returns a pipe for a command's output: the read end
+// non-blocking and registered with the runtime poller (so its reads can be
+// interrupted by a deadline), the write end blocking and unregistered,
+// ready to hand to the command. os.Pipe would register both ends and then
+// take the write end out again when its descriptor is passed on, which
+// costs several system calls on every exec.
+func outputPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("create pipe: %w", err)
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, nil, fmt.Errorf("create pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }

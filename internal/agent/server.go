@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -40,16 +41,23 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
 		return fmt.Errorf("prepare sandbox: %w", err)
 	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		err = fmt.Errorf("open %s in the sandbox: %w", os.DevNull, err)
+		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
+		return err
+	}
+	defer devnull.Close()
 	if err := fc.Write(agentproto.Ready{Version: agentproto.Version, Notes: notes}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
 	cfg := agentproto.MuxConfig()
-	sess, err := yamux.Server(conn, cfg)
+	sess, err := yamux.Server(agentproto.CoalesceWrites(conn), cfg)
 	if err != nil {
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -73,6 +81,8 @@ type server struct {
 	spawner Spawner
 	env     []string
 	log     *slog.Logger
+	// devnull is the stdin of commands that get none from the host.
+	devnull *os.File
 }
 
 func (s *server) handle(ctx context.Context, st net.Conn) {
