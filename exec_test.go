@@ -774,3 +774,34 @@ func TestExecStartErrorKinds(t *testing.T) {
 		t.Errorf("after failed starts: %q", got)
 	}
 }
+
+// TestExecOrphansReaped checks that processes left behind by a command are
+// reaped when they exit, including after the sandbox had no process at
+// all, and that commands started afterwards still report their exits.
+func TestExecOrphansReaped(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	for i := range 3 {
+		// A double fork leaves "sleep" reparented to the sandbox's init.
+		res, err := sb.Run(ctx, airlock.Command{Shell: "(sleep 0.2 &) ; exit 3"})
+		if err != nil || res.ExitCode != 3 {
+			t.Fatalf("round %d: run = %+v, %v; want exit 3", i, res, err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		// Zombies show state Z in /proc/PID/stat; the orphan must be gone.
+		res, err = sb.Run(ctx, airlock.Command{Shell: `for f in /proc/[0-9]*/stat; do read -r line < "$f" 2>/dev/null && echo "$line"; done`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(res.Stdout)), "\n") {
+			j := strings.LastIndexByte(line, ')')
+			if j < 0 || j+2 >= len(line) {
+				continue
+			}
+			if state := line[j+2]; state == 'Z' || strings.Contains(line, "(sleep)") {
+				t.Errorf("round %d: process left behind: %s", i, line)
+			}
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,14 +37,14 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 	// Confinement that is per-thread is applied to this thread, and every
 	// command is forked from it (serve runs spawn inline): never unlock.
 	runtime.LockOSThread()
-	f := os.NewFile(3, "spawner")
-	c, err := net.FileConn(f)
-	if err != nil {
+	// The socket is used with plain blocking system calls, never through
+	// the runtime's poller: a read then wakes exactly the thread that
+	// forks, rather than a poller thread that must hand over to it.
+	if err := unix.SetNonblock(spawnerFD, false); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock spawner: socket: %v\n", err)
 		os.Exit(1)
 	}
-	f.Close()
-	z := &zserver{conn: c.(*net.UnixConn), live: map[uint64]int{}, byPid: map[int]uint64{}, log: log}
+	z := &zserver{fd: spawnerFD, live: map[uint64]int{}, byPid: map[int]uint64{}, spawned: make(chan struct{}, 1), log: log}
 	caught := catchFatalSignals()
 	notes, err := zygoteSetup(cfg)
 	if err != nil {
@@ -210,10 +209,15 @@ func applyRlimits(cfg ZygoteConfig) error {
 	return nil
 }
 
+// spawnerFD is the spawner's SEQPACKET socket to the agent.
+const spawnerFD = 3
+
 type zserver struct {
-	conn *net.UnixConn
-	wmu  sync.Mutex
-	log  *slog.Logger
+	fd  int
+	wmu sync.Mutex
+	log *slog.Logger
+	// spawned wakes the reaper after a fork when it found no children.
+	spawned chan struct{}
 
 	// mu serialises fork+record against reaping, so an exit is never
 	// reaped before its pid is recorded.
@@ -229,21 +233,23 @@ func (z *zserver) reply(m zmsg) {
 	}
 	z.wmu.Lock()
 	defer z.wmu.Unlock()
-	_, _, _ = z.conn.WriteMsgUnix(b, nil, nil)
+	for {
+		err = unix.Sendmsg(z.fd, b, nil, nil, 0)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }
 
 func (z *zserver) serve() {
-	sigch := make(chan os.Signal, 1)
-	signal.Notify(sigch, syscall.SIGCHLD)
-	go func() {
-		for range sigch {
-			z.reap()
-		}
-	}()
+	go z.reapLoop()
 	buf := make([]byte, maxSpawnMsg+4096)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
-		n, oobn, _, _, err := z.conn.ReadMsgUnix(buf, oob)
+		n, oobn, _, _, err := unix.Recvmsg(z.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil || n == 0 {
 			return // the agent is gone; the namespace dies with us
 		}
@@ -265,6 +271,29 @@ func (z *zserver) serve() {
 	}
 }
 
+// reapLoop waits for children to exit on a thread of its own, blocked in
+// waitid, so that an exit wakes it directly rather than through the
+// runtime's signal hand-off. WNOWAIT only observes: reap collects under
+// z.mu, which keeps a fork and the recording of its pid together. With no
+// children at all (ECHILD), it sleeps until the next fork; every process in
+// the namespace descends from one, and orphans are reparented here.
+func (z *zserver) reapLoop() {
+	runtime.LockOSThread()
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		switch err {
+		case nil:
+			z.reap()
+		case unix.EINTR:
+		case unix.ECHILD:
+			<-z.spawned
+		default:
+			z.log.Error("wait for user processes", "err", err)
+			<-z.spawned
+		}
+	}
+}
 func parseRights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
@@ -313,6 +342,12 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 		z.byPid[pid] = m.ID
 	}
 	z.mu.Unlock()
+	if err == nil {
+		select {
+		case z.spawned <- struct{}{}:
+		default:
+		}
+	}
 	if err != nil {
 		code, msg := describeStartErr(m.Argv[0], dir, err)
 		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: msg, Code: string(code)})
