@@ -80,7 +80,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string) (*ExecResult, error)
 
 // Run runs cmd and waits for it.
 func (s *Sandbox) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
-	p, err := s.start(ctx, cmd)
+	p, err := s.start(ctx, cmd, false)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (cmd *Command) argv() ([]string, error) {
 
 // Start starts cmd and returns without waiting for it.
 func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
-	p, err := s.start(ctx, cmd)
+	p, err := s.start(ctx, cmd, true)
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +130,10 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	return p, nil
 }
 
-// start sends cmd to the agent and waits until it runs; the caller then
-// collects its output and exit.
-func (s *Sandbox) start(ctx context.Context, cmd Command) (*Process, error) {
+// start sends cmd to the agent; the caller then collects its output and
+// exit. With started, it waits until the command runs and knows its pid;
+// without, a failure to start is reported by collect.
+func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Process, error) {
 	argv, err := cmd.argv()
 	if err != nil {
 		return nil, err
@@ -148,6 +149,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command) (*Process, error) {
 	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
 		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
 		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
+		NoStarted: !started,
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
 	p.before, err = s.b.Counters()
@@ -159,16 +161,20 @@ func (s *Sandbox) start(ctx context.Context, cmd Command) (*Process, error) {
 	p.unwatch = context.AfterFunc(ctx, func() { p.killed.Store(true) })
 	c := st.c
 	p.st, p.c = st, c
-	var m agentproto.Msg
-	if err := s.readReply(ctx, c, &m); err != nil {
-		st.Close()
-		return nil, startErr(argv, err)
+	if started {
+		var m agentproto.Msg
+		if err := s.readReply(ctx, c, &m); err != nil {
+			p.unwatch()
+			st.Close()
+			return nil, startErr(argv, err)
+		}
+		if m.K != agentproto.KStarted {
+			p.unwatch()
+			st.Close()
+			return nil, fmt.Errorf("start %s: unexpected reply from agent", argv[0])
+		}
+		p.pid = m.Sig
 	}
-	if m.K != agentproto.KStarted {
-		st.Close()
-		return nil, fmt.Errorf("start %s: unexpected reply from agent", argv[0])
-	}
-	p.pid = m.Sig
 	if cmd.Stdin != nil {
 		go p.copyStdin(cmd.Stdin)
 	}
@@ -316,6 +322,11 @@ func (p *Process) collect(ctx context.Context, cmd Command) {
 	for {
 		var m agentproto.Msg
 		if err := p.s.readReply(ctx, p.c, &m); err != nil {
+			var se *StartError
+			if err := startErr(p.argv, err); errors.As(err, &se) {
+				p.err = se
+				return
+			}
 			p.err = fmt.Errorf("run %s: %w", p.argv[0], err)
 			return
 		}

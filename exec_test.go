@@ -395,6 +395,10 @@ func TestExecNotFound(t *testing.T) {
 	if !errors.As(err, &se) || se.ExitCode() != 127 {
 		t.Errorf("absolute missing path: %v", err)
 	}
+	// Start learns of the failure before returning, Run from the result.
+	if p, err := sb.Start(ctx, airlock.Command{Argv: []string{"airlock-no-such-command"}}); p != nil || !errors.As(err, &se) || !se.NotFound {
+		t.Errorf("Start of a missing command = %v, %v; want a StartError with NotFound", p, err)
+	}
 	// Not executable: 126.
 	if err := sb.WriteFile(ctx, "/workspace/noexec.sh", []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -52,9 +52,11 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 		defer wmu.Unlock()
 		return c.Write(m)
 	}
-	if err := send(agentproto.Msg{K: agentproto.KStarted, Sig: child.Pid()}); err != nil {
-		_ = child.KillTree()
-		return err
+	if !er.NoStarted {
+		if err := send(agentproto.Msg{K: agentproto.KStarted, Sig: child.Pid()}); err != nil {
+			_ = child.KillTree()
+			return err
+		}
 	}
 
 	var pumps sync.WaitGroup

@@ -122,6 +122,10 @@ type ExecRequest struct {
 	Cols    uint16        `cbor:"cols,omitempty"`
 	Stdin   bool          `cbor:"stdin,omitempty"`
 	Timeout time.Duration `cbor:"timeout,omitempty"`
+	// NoStarted asks the agent not to send the Started frame: the host
+	// does not need the pid and learns of a failure to start from an Err
+	// frame. It spares a wake-up of the host while the command runs.
+	NoStarted bool `cbor:"nostarted,omitempty"`
 }
 
 // Kind tags a frame on an exec or file stream after the Request.
