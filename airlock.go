@@ -230,18 +230,14 @@ func (s *Sandbox) Close() error {
 // stream is one request's stream to the agent.
 type stream struct {
 	net.Conn
-	s    *Sandbox
 	c    *agentproto.Conn
 	stop func() bool
 }
 
-// Close ends the stream and releases its context watch. It also opens
-// the spare stream for the next request, off the path of this one.
+// Close ends the stream and releases its context watch.
 func (st *stream) Close() error {
 	st.stop()
-	err := st.Conn.Close()
-	go st.s.refillSpare()
-	return err
+	return st.Conn.Close()
 }
 
 // refillSpare opens a spare stream unless one is waiting or being opened.
@@ -282,11 +278,14 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 			return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
 		}
 	}
-	st := &stream{Conn: conn, s: s, c: agentproto.NewConn(conn), stop: func() bool { return false }}
+	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }}
 	if err := st.c.Write(req); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
 	}
+	// Open the next spare now, while the agent works on this request, so
+	// that it is ready when the next request comes.
+	go s.refillSpare()
 	if ctx.Done() != nil {
 		st.stop = context.AfterFunc(ctx, func() {
 			// Close only half-closes a yamux stream: also wake our own
