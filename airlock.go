@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -42,18 +41,14 @@ type backend interface {
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
-	id   string
-	cfg  Config
-	b    backend
-	sess *yamux.Session
-	// spare is a stream opened ahead of the next request, so that a
-	// request costs the agent one frame to read instead of a stream open
-	// and then a frame; refilling says a new one is being opened.
-	spare     chan *yamux.Stream
-	refilling atomic.Bool
-	notes     []string
-	log       *slog.Logger
-	created   time.Time
+	id      string
+	cfg     Config
+	b       backend
+	sess    *yamux.Session
+	spare   *spareStream
+	notes   []string
+	log     *slog.Logger
+	created time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -168,8 +163,8 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
 	}
 	s.sess = sess
-	s.spare = make(chan *yamux.Stream, 1)
-	go s.refillSpare()
+	s.spare = newSpareStream(sess)
+	go s.spare.refill()
 	return nil
 }
 
@@ -230,31 +225,18 @@ func (s *Sandbox) Close() error {
 // stream is one request's stream to the agent.
 type stream struct {
 	net.Conn
-	c    *agentproto.Conn
-	stop func() bool
+	c     *agentproto.Conn
+	stop  func() bool
+	spare *spareStream
 }
 
-// Close ends the stream and releases its context watch.
+// Close ends the stream and releases its context watch. The request is
+// over: the spare stream for the next one is opened now.
 func (st *stream) Close() error {
 	st.stop()
-	return st.Conn.Close()
-}
-
-// refillSpare opens a spare stream unless one is waiting or being opened.
-func (s *Sandbox) refillSpare() {
-	if len(s.spare) > 0 || !s.refilling.CompareAndSwap(false, true) {
-		return
-	}
-	defer s.refilling.Store(false)
-	conn, err := s.sess.OpenStream()
-	if err != nil {
-		return // the session is gone; open reports why
-	}
-	select {
-	case s.spare <- conn:
-	default:
-		conn.Close()
-	}
+	err := st.Conn.Close()
+	go st.spare.refill()
+	return err
 }
 
 // open starts a new stream to the agent and sends req. Cancelling ctx
@@ -266,10 +248,8 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 		return nil, s.Err()
 	default:
 	}
-	var conn *yamux.Stream
-	select {
-	case conn = <-s.spare:
-	default:
+	conn := s.spare.take(ctx)
+	if conn == nil {
 		var err error
 		if conn, err = s.sess.OpenStream(); err != nil {
 			if e := s.Err(); e != nil {
@@ -278,14 +258,11 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 			return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
 		}
 	}
-	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }}
+	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }, spare: s.spare}
 	if err := st.c.Write(req); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
 	}
-	// Open the next spare now, while the agent works on this request, so
-	// that it is ready when the next request comes.
-	go s.refillSpare()
 	if ctx.Done() != nil {
 		st.stop = context.AfterFunc(ctx, func() {
 			// Close only half-closes a yamux stream: also wake our own
