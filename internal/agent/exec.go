@@ -33,7 +33,7 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	if er.TTY && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM=xterm-256color")
 	}
-	io_, err := newStdio(er, s.devnull)
+	io_, err := newStdio(er, s.devnull, s.pipes)
 	if err != nil {
 		return replyErr(c, fmt.Errorf("set up command stdio: %w", err))
 	}
@@ -117,7 +117,9 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 		ex.Signal = int(ws.Signal())
 		ex.Code = 128 + ex.Signal
 	}
-	return send(agentproto.Msg{K: agentproto.KExit, Exit: ex})
+	err = send(agentproto.Msg{K: agentproto.KExit, Exit: ex})
+	go s.pipes.refill()
+	return err
 }
 
 // input applies host frames (stdin, signals, resizes) until the stream ends.
@@ -218,8 +220,9 @@ type stdio struct {
 }
 
 // newStdio creates the command's standard streams. devnull, shared by all
-// commands, is stdin when the host sends none.
-func newStdio(er *agentproto.ExecRequest, devnull *os.File) (*stdio, error) {
+// commands, is stdin when the host sends none; output pipes come from
+// pipes.
+func newStdio(er *agentproto.ExecRequest, devnull *os.File, pipes *pipePool) (*stdio, error) {
 	s := &stdio{tty: er.TTY}
 	if er.TTY {
 		m, sl, err := pty.Open()
@@ -256,7 +259,7 @@ func newStdio(er *agentproto.ExecRequest, devnull *os.File) (*stdio, error) {
 		s.childFiles[0] = devnull
 	}
 	for i, dst := range []**os.File{&s.stdoutR, &s.stderrR} {
-		r, w, err := outputPipe()
+		r, w, err := pipes.get()
 		if err != nil {
 			s.close()
 			return nil, err

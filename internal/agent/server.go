@@ -57,7 +57,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool()}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -83,6 +83,7 @@ type server struct {
 	log     *slog.Logger
 	// devnull is the stdin of commands that get none from the host.
 	devnull *os.File
+	pipes   *pipePool
 }
 
 func (s *server) handle(ctx context.Context, st net.Conn) {
