@@ -1,0 +1,342 @@
+// Package api holds the JSON-RPC 2.0 wire types that `airlock rpc`, the
+// per-sandbox control socket and every client speak. One message per line,
+// UTF-8 JSON, on stdin/stdout (or the socket). Binary data (file content,
+// command output, stdin) is base64 (standard encoding, with padding).
+//
+// Requests that act on a sandbox take an optional "sandbox_id". It may be
+// omitted while the session has exactly one sandbox.
+//
+// Streaming exec ("exec_stream") answers with several responses carrying
+// the request's id: output chunks ({"stdout": ...} or {"stderr": ...})
+// and then one final response with "done": true and the exit status. A
+// client that wants one response per id passes "mode": "notifications":
+// chunks then arrive as "exec.output" notifications and only the final
+// result is a response.
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the protocol version reported by "info".
+const Version = 1
+
+// Method names.
+const (
+	MethodCreate      = "create"
+	MethodExec        = "exec"
+	MethodExecStream  = "exec_stream"
+	MethodStdin       = "stdin"
+	MethodSignal      = "signal"
+	MethodResize      = "resize"
+	MethodCancel      = "cancel"
+	MethodWriteFile   = "write_file"
+	MethodReadFile    = "read_file"
+	MethodListFiles   = "list_files"
+	MethodStat        = "stat"
+	MethodMkdir       = "mkdir"
+	MethodRemove      = "remove"
+	MethodClose       = "close"
+	MethodSubscribe   = "events.subscribe"
+	MethodUnsubscribe = "events.unsubscribe"
+	MethodInfo        = "info"
+	// MethodAttach streams the output of a detached sandbox's main command
+	// (control socket only); stdin goes to it with "stdin" and the attach
+	// request's id.
+	MethodAttach = "attach"
+
+	// Notifications sent by the server.
+	NotifyEvent      = "event"
+	NotifyExecOutput = "exec.output"
+)
+
+// Request is a JSON-RPC 2.0 request or, without ID, a notification.
+type Request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	ID      json.RawMessage `json:"id,omitempty"`
+}
+
+// Response is a JSON-RPC 2.0 response: Result or Error, never both.
+type Response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+	ID      json.RawMessage `json:"id"`
+}
+
+// Notification is a message from the server with no id.
+type Notification struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+// Error is a JSON-RPC error object. Message says what failed and what to
+// do; Data, when present, carries machine-readable details.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Error codes: the JSON-RPC 2.0 standard ones, then airlock's own.
+const (
+	CodeParseError     = -32700 // the line is not JSON
+	CodeInvalidRequest = -32600 // not a JSON-RPC 2.0 request object
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602 // params missing, of the wrong type, or invalid
+	CodeInternal       = -32603
+
+	CodeStartFailed     = -32000 // the sandbox could not be started
+	CodeNotFound        = -32001 // no such sandbox, exec or file
+	CodeNotRunning      = -32002 // the sandbox has stopped (closed, timed out, crashed)
+	CodeLimitExceeded   = -32003 // message, output, file or request-count limit
+	CodePolicyDenied    = -32004 // refused by network or file policy
+	CodeCommandFailed   = -32005 // the command could not be started (not found, not executable)
+	CodeFileError       = -32006 // a file operation failed; Data.kind says how
+	CodeCancelled       = -32007 // the request was cancelled, or the session ended
+	CodeUnsupported     = -32008 // a feature this build or platform does not offer
+	CodePermissionError = -32009 // the caller may not do this (for example create on a control socket)
+)
+
+// FileErrorData is the Data of CodeFileError.
+type FileErrorData struct {
+	// Kind is one of not_found, exists, permission, is_dir, not_dir,
+	// not_empty, no_space, too_large, invalid.
+	Kind string `json:"kind"`
+	Path string `json:"path,omitempty"`
+}
+
+// CommandFailedData is the Data of CodeCommandFailed.
+type CommandFailedData struct {
+	// ExitCode is what a shell would return: 127 not found, 126 not
+	// executable.
+	ExitCode int `json:"exit_code"`
+}
+
+// Resources bounds what a sandbox may use.
+type Resources struct {
+	CPUs           float64 `json:"cpus,omitempty"`
+	MemoryMB       int64   `json:"memory_mb,omitempty"`
+	TimeoutSeconds int64   `json:"timeout_seconds,omitempty"`
+}
+
+// CreateParams configures a sandbox; the fields follow the embed API's
+// airlock.Config. Network and vfs are accepted only in the forms this
+// build supports; anything else is refused with CodeUnsupported.
+type CreateParams struct {
+	Image          string            `json:"image,omitempty"`
+	RootFS         string            `json:"rootfs,omitempty"`
+	Isolation      string            `json:"isolation,omitempty"`
+	Resources      Resources         `json:"resources,omitzero"`
+	Env            map[string]string `json:"env,omitempty"`
+	PidsLimit      int64             `json:"pids_limit,omitempty"`
+	NofileLimit    uint64            `json:"nofile_limit,omitempty"`
+	DiskMB         int64             `json:"disk_mb,omitempty"`
+	MaxFileSizeMB  int64             `json:"max_file_size_mb,omitempty"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+	Hostname       string            `json:"hostname,omitempty"`
+	AllowPtrace    bool              `json:"allow_ptrace,omitempty"`
+	Network        json.RawMessage   `json:"network,omitempty"`
+	VFS            json.RawMessage   `json:"vfs,omitempty"`
+}
+
+// CreateResult describes the new sandbox.
+type CreateResult struct {
+	SandboxID string `json:"sandbox_id"`
+	Isolation string `json:"isolation"`
+	// Env is the environment commands get, with placeholders in place of
+	// secret values.
+	Env map[string]string `json:"env"`
+	// Notes lists protections this machine could not apply.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// SandboxParams names the sandbox a request is for.
+type SandboxParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+}
+
+// ExecParams runs a command: Command through /bin/sh -c, or Argv as is.
+type ExecParams struct {
+	SandboxID  string            `json:"sandbox_id,omitempty"`
+	Command    string            `json:"command,omitempty"`
+	Argv       []string          `json:"argv,omitempty"`
+	WorkingDir string            `json:"working_dir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	// TimeoutSeconds kills the command's whole process tree after this
+	// long; the result says killed_by "timeout".
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Stdin is the command's whole input, base64.
+	Stdin string `json:"stdin,omitempty"`
+	// OpenStdin keeps stdin open for "stdin" requests until they close it.
+	OpenStdin bool   `json:"open_stdin,omitempty"`
+	TTY       bool   `json:"tty,omitempty"`
+	Rows      uint16 `json:"rows,omitempty"`
+	Cols      uint16 `json:"cols,omitempty"`
+	// Mode (exec_stream only): "responses" (default) or "notifications".
+	Mode string `json:"mode,omitempty"`
+}
+
+// Exec stream modes.
+const (
+	ModeResponses     = "responses"
+	ModeNotifications = "notifications"
+)
+
+// ExecResult is the result of exec, and (with Done set and no output) the
+// final response of exec_stream.
+type ExecResult struct {
+	ExitCode        int      `json:"exit_code"`
+	Stdout          string   `json:"stdout,omitempty"`
+	Stderr          string   `json:"stderr,omitempty"`
+	StdoutTruncated bool     `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool     `json:"stderr_truncated,omitempty"`
+	DurationMs      int64    `json:"duration_ms"`
+	CPUTimeMs       int64    `json:"cpu_time_ms"`
+	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	KilledBy        *string  `json:"killed_by"` // timeout, oom, signal, or null
+	Signal          int      `json:"signal"`
+	LimitsHit       []string `json:"limits_hit,omitempty"`
+	Done            bool     `json:"done,omitempty"`
+}
+
+// ExecChunk is one piece of output of exec_stream: a response in
+// "responses" mode, the params of an "exec.output" notification (with ID
+// set to the exec request's id) in "notifications" mode.
+type ExecChunk struct {
+	ID     json.RawMessage `json:"id,omitempty"`
+	Stdout string          `json:"stdout,omitempty"`
+	Stderr string          `json:"stderr,omitempty"`
+}
+
+// ExecRefParams names a running exec by the id of the request that
+// started it.
+type ExecRefParams struct {
+	SandboxID string          `json:"sandbox_id,omitempty"`
+	ID        json.RawMessage `json:"id"`
+}
+
+// StdinParams writes to, or closes, a running exec's stdin.
+type StdinParams struct {
+	SandboxID string          `json:"sandbox_id,omitempty"`
+	ID        json.RawMessage `json:"id"`
+	Data      string          `json:"data,omitempty"`
+	Close     bool            `json:"close,omitempty"`
+}
+
+// SignalParams sends a signal, by name ("TERM", "SIGTERM") or number.
+type SignalParams struct {
+	SandboxID string          `json:"sandbox_id,omitempty"`
+	ID        json.RawMessage `json:"id"`
+	Signal    json.RawMessage `json:"signal"`
+}
+
+// ResizeParams changes a TTY exec's window size.
+type ResizeParams struct {
+	SandboxID string          `json:"sandbox_id,omitempty"`
+	ID        json.RawMessage `json:"id"`
+	Rows      uint16          `json:"rows"`
+	Cols      uint16          `json:"cols"`
+}
+
+// WriteFileParams writes a whole file; mode defaults to 0644 (420).
+type WriteFileParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+	Mode      uint32 `json:"mode,omitempty"`
+}
+
+// WriteFileResult reports what was written.
+type WriteFileResult struct {
+	Size int64 `json:"size"`
+}
+
+// PathParams names a file.
+type PathParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+}
+
+// ReadFileResult carries a file's content.
+type ReadFileResult struct {
+	Content string `json:"content"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`
+}
+
+// FileInfo describes a file; Mode holds the permission bits (and
+// file-type bits as Go's io/fs encodes them).
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
+	Link    string    `json:"link,omitempty"`
+}
+
+// ListFilesResult lists a directory.
+type ListFilesResult struct {
+	Files []FileInfo `json:"files"`
+}
+
+// MkdirParams creates a directory; mode defaults to 0755.
+type MkdirParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+	Mode      uint32 `json:"mode,omitempty"`
+	Parents   bool   `json:"parents,omitempty"`
+}
+
+// RemoveParams removes a file or, with Recursive, a tree.
+type RemoveParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// SubscribeParams selects event types; empty means all.
+type SubscribeParams struct {
+	Types []string `json:"types,omitempty"`
+}
+
+// SubscribeResult lists the types now delivered.
+type SubscribeResult struct {
+	Types []string `json:"types"`
+}
+
+// InfoResult describes the server and its sandboxes.
+type InfoResult struct {
+	Version         string        `json:"version"`
+	Protocol        int           `json:"protocol"`
+	MaxMessageBytes int64         `json:"max_message_bytes"`
+	Sandboxes       []SandboxInfo `json:"sandboxes"`
+}
+
+// SandboxInfo describes one sandbox of a session.
+type SandboxInfo struct {
+	SandboxID string    `json:"sandbox_id"`
+	Isolation string    `json:"isolation"`
+	CreatedAt time.Time `json:"created_at"`
+	PID       int       `json:"pid"`
+	Notes     []string  `json:"notes,omitempty"`
+}
+
+// Event is the params of an "event" notification. Exactly one detail
+// field is set, matching Type.
+type Event struct {
+	Type      string          `json:"type"` // exec, file, network, lifecycle
+	Timestamp int64           `json:"timestamp"`
+	SandboxID string          `json:"sandbox_id,omitempty"`
+	Exec      json.RawMessage `json:"exec,omitempty"`
+	File      json.RawMessage `json:"file,omitempty"`
+	Network   json.RawMessage `json:"network,omitempty"`
+	Lifecycle json.RawMessage `json:"lifecycle,omitempty"`
+}
