@@ -57,3 +57,8 @@ func findAgent(explicit string) (string, error) {
 // calls it once per invocation; a long-running embedder may call it
 // periodically. It returns the ids of the sandboxes cleaned.
 func Sweep() []string { return process.Sweep(nil) }
+
+// Reclaim removes what sandbox id left on the host after its supervisor
+// died: any process still in its cgroups, and the cgroups. Call it only for
+// a sandbox whose supervisor is known to be gone (airlock prune does).
+func Reclaim(id string) error { return process.Reclaim(id) }

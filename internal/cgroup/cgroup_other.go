@@ -28,3 +28,6 @@ func Sweep(minAge time.Duration) ([]string, error) {
 
 // Exists is always false: cgroups need Linux.
 func Exists(id string) bool { return false }
+
+// Reclaim has nothing to do: cgroups need Linux.
+func Reclaim(id string) error { return nil }

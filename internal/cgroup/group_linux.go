@@ -77,6 +77,31 @@ func Exists(id string) bool {
 	})
 }
 
+// Reclaim kills every process left in the groups of sandbox id and removes
+// the groups, whatever their age. It is for a sandbox known to be dead (its
+// supervisor is gone), where Sweep would wait for the groups to age. Groups
+// that do not exist are not an error.
+func Reclaim(id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	var errs []error
+	for _, root := range detect(procSelf).known {
+		dir := filepath.Join(root, id)
+		if !exists(dir) {
+			continue
+		}
+		if err := killAll(id, func() ([]int, error) { return procsUnder(dir) }); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := rmdirAll(dir, 2*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Sweep removes leftover airlock/<id> groups, e.g. of supervisors killed
 // with SIGKILL, that hold no processes and were last modified more than
 // minAge ago. Groups with processes are left alone. It returns the ids

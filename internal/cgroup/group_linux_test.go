@@ -440,3 +440,30 @@ func TestSweep(t *testing.T) {
 		}
 	}
 }
+
+func TestReclaim(t *testing.T) {
+	g := newTestGroup(t, Limits{Pids: 32})
+	agent := startAgent(t, g)
+	user, _ := userShell(t, g, "sleep 30 & exec sleep 30")
+
+	// The group is brand new and populated: Sweep leaves it, Reclaim does not.
+	if err := Reclaim(g.ID()); err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	for _, cmd := range []*exec.Cmd{agent, user} {
+		err := waitCtx(t, cmd, 5*time.Second)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("%v ended with %v, want SIGKILL", cmd.Args[0], err)
+		}
+	}
+	if Exists(g.ID()) {
+		t.Error("groups still exist after Reclaim")
+	}
+	if err := Reclaim(g.ID()); err != nil {
+		t.Errorf("Reclaim of a group that is gone: %v", err)
+	}
+	if err := Reclaim("../etc"); err == nil {
+		t.Error("Reclaim accepted an invalid id")
+	}
+}

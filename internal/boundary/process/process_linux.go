@@ -298,6 +298,10 @@ func Sweep(log *slog.Logger) []string {
 	return ids
 }
 
+// Reclaim kills whatever is left of sandbox id, whose supervisor is known
+// to be dead, and removes its cgroups.
+func Reclaim(id string) error { return cgroup.Reclaim(id) }
+
 // checkExecutable reports, before any namespace is made, whether uid can
 // execute the agent binary.
 func checkExecutable(f *os.File, uid int) error {
