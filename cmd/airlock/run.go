@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -251,29 +249,6 @@ func exitFor(res *airlock.ExecResult) error {
 	return nil
 }
 
-// forwardSignals passes signals to the command, as `docker run` does. A
-// command may ignore SIGINT; the third Ctrl-C kills it and everything it
-// started.
-func forwardSignals(p *airlock.Process) func() {
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	go func() {
-		interrupts := 0
-		for sig := range ch {
-			if sig == syscall.SIGINT {
-				interrupts++
-				if interrupts == 3 {
-					fmt.Fprintln(os.Stderr, "airlock: third interrupt: killing the command")
-					_ = p.Kill()
-					continue
-				}
-			}
-			_ = p.Signal(sig.(syscall.Signal))
-		}
-	}()
-	return func() { signal.Stop(ch); close(ch) }
-}
-
 func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, raw bool) error {
 	command.TTY = true
 	fd := int(os.Stdout.Fd())
@@ -292,16 +267,7 @@ func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, r
 	if err != nil {
 		return startFailure(err)
 	}
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
-	go func() {
-		for range winch {
-			if w, h, err := term.GetSize(fd); err == nil {
-				_ = p.Resize(uint16(h), uint16(w))
-			}
-		}
-	}()
+	defer followResize(p, fd)()
 	res, err := p.Wait()
 	if err != nil {
 		return err
