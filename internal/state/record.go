@@ -1,0 +1,129 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status values of a Record.
+const (
+	// StatusRunning: the supervisor was alive when the record was last
+	// checked.
+	StatusRunning = "running"
+	// StatusStopped: the sandbox ended and its supervisor recorded how.
+	StatusStopped = "stopped"
+	// StatusCrashed: the supervisor died without recording an end, or the
+	// state could not be read.
+	StatusCrashed = "crashed"
+)
+
+// Kind values of a Record: who supervises the sandbox.
+const (
+	// KindDetached: an `airlock run --detach` supervisor.
+	KindDetached = "detached"
+	// KindRPC: an `airlock rpc` server.
+	KindRPC = "rpc"
+)
+
+// Reasons this package records itself. Supervisors record their own
+// ("exited", "killed", "timeout", "closed", ...).
+const (
+	// ReasonSupervisorDied: the record said running but its supervisor is
+	// gone (or its pid now belongs to another process).
+	ReasonSupervisorDied = "supervisor died"
+	// ReasonUnreadable: the sandbox folder exists but its state.json is
+	// missing, too large or not a valid record.
+	ReasonUnreadable = "unreadable state"
+)
+
+// Sentinel errors; test with errors.Is. The errors returned carry a message
+// meant for the user.
+var (
+	// ErrNotFound: no sandbox has that id (or id prefix).
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrAmbiguous: an id prefix matches several sandboxes.
+	ErrAmbiguous = errors.New("ambiguous sandbox id")
+	// ErrRunning: the sandbox is running and its supervisor alive.
+	ErrRunning = errors.New("sandbox is running")
+	// ErrExists: a sandbox with that id already exists.
+	ErrExists = errors.New("sandbox already exists")
+)
+
+// Record is the bookkeeping of one sandbox, stored as
+// <home>/sandboxes/<id>/state.json.
+type Record struct {
+	// ID names the sandbox and its folder; see ValidateID.
+	ID string `json:"id"`
+	// Status is StatusRunning, StatusStopped or StatusCrashed.
+	Status    string `json:"status"`
+	Isolation string `json:"isolation,omitempty"`
+	Image     string `json:"image,omitempty"`
+	// Command is the sandbox's main command; empty when it has none.
+	Command   []string  `json:"command,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// StoppedAt is zero while the sandbox runs.
+	StoppedAt time.Time `json:"stopped_at,omitzero"`
+	// ExitCode is the main command's exit code, when known.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Reason says why the sandbox stopped: "exited", "killed", "timeout",
+	// "closed", ReasonSupervisorDied, ...
+	Reason string `json:"reason,omitempty"`
+	// Supervisor identifies the process that owns the sandbox.
+	Supervisor Supervisor `json:"supervisor"`
+	// Kind is KindDetached or KindRPC.
+	Kind string `json:"kind,omitempty"`
+	// Config is the sandbox configuration, already passed through Redact
+	// by the caller.
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// Supervisor identifies a process across PID reuse: its pid and its start
+// time (see ProcessStartTime).
+type Supervisor struct {
+	PID int `json:"pid"`
+	// StartTime is in clock ticks since boot on Linux; 0 means unknown, in
+	// which case the pid alone decides liveness.
+	StartTime uint64 `json:"start_time"`
+}
+
+// Alive reports whether the supervisor process still exists.
+func (s Supervisor) Alive() bool { return Alive(s.PID, s.StartTime) }
+
+// maxIDLen bounds sandbox ids.
+const maxIDLen = 64
+
+// ValidateID reports whether id can name a sandbox: 1 to 64 ASCII letters,
+// digits, '-' or '_'. Such an id is a single, non-hidden path element.
+func ValidateID(id string) error {
+	if id == "" {
+		return fmt.Errorf("invalid sandbox id: empty")
+	}
+	if len(id) > maxIDLen {
+		return fmt.Errorf("invalid sandbox id %.20q...: longer than %d characters", id, maxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return fmt.Errorf("invalid sandbox id %q: only letters, digits, '-' and '_' are allowed", id)
+		}
+	}
+	return nil
+}
+
+// userError is an error with a message for the user that still matches a
+// sentinel with errors.Is.
+type userError struct {
+	msg  string
+	kind error
+}
+
+func (e *userError) Error() string { return e.msg }
+func (e *userError) Unwrap() error { return e.kind }
+
+func errorf(kind error, format string, args ...any) error {
+	return &userError{msg: fmt.Sprintf(format, args...), kind: kind}
+}

@@ -1,0 +1,639 @@
+// Package state keeps the bookkeeping of sandboxes in a state directory, so
+// that listing, inspecting, killing and removing sandboxes needs no daemon:
+// each sandbox's supervisor records what it knows, and any airlock process
+// of the same user reads it.
+//
+// Layout, under <home>/sandboxes (0700, owned by the user):
+//
+//	<id>/state.json   the Record (0600), replaced atomically by rename
+//	<id>/lock         flock held by every read-modify-write (0600)
+//	<id>/ctl.sock     the control socket, created by the supervisor
+//	<id>/logs/        logs (0700); LogPath is logs/main.log
+//
+// A sandbox folder is never seen half made or half removed: Register builds
+// it under a hidden name and renames it into place, and Remove renames it
+// to a hidden name before deleting it. Per-sandbox folders are opened
+// through an os.Root and never through a symbolic link.
+//
+// Liveness is decided by the supervisor's pid and start time, so a reused
+// pid is not mistaken for a live sandbox: a record that says running whose
+// supervisor is gone reads as crashed, and is saved so.
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	sandboxesDir = "sandboxes"
+	stateFile    = "state.json"
+	tmpFile      = ".state.json.tmp" // written only under the lock, or in a staging folder
+	lockFile     = "lock"
+	logsDir      = "logs"
+	socketFile   = "ctl.sock"
+	mainLog      = "main.log"
+
+	// maxStateSize bounds state.json, when read and when written.
+	maxStateSize = 1 << 20
+
+	dirPerm  = 0o700
+	filePerm = 0o600
+)
+
+// Store is the state directory <home>/sandboxes. Its methods may be used
+// from several goroutines and processes at once.
+type Store struct {
+	dir string
+}
+
+// Open opens the state directory under home (the CLI passes airlock.Home()),
+// creating home and home/sandboxes with mode 0700 when missing. The
+// sandboxes directory must belong to the effective user; when it is
+// accessible to group or others it is made private.
+func Open(home string) (*Store, error) {
+	if home == "" {
+		return nil, errors.New("open state directory: no home directory given")
+	}
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return nil, fmt.Errorf("open state directory: %w", err)
+	}
+	dir := filepath.Join(home, sandboxesDir)
+	if err := os.MkdirAll(home, dirPerm); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := os.Mkdir(dir, dirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := makePrivate(dir); err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir}, nil
+}
+
+// makePrivate checks that dir is a directory of the effective user and sets
+// its mode to 0700.
+func makePrivate(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open state directory: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open state directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory: remove it, or set AIRLOCK_HOME to another directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("state directory %s belongs to uid %d, not to you (uid %d): "+
+			"have its owner remove it, or set AIRLOCK_HOME to a directory of your own", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm() != dirPerm {
+		if err := f.Chmod(dirPerm); err != nil {
+			return fmt.Errorf("make state directory %s private: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Dir is the folder of sandbox id. id must be valid (see ValidateID), as
+// the ids Register accepts and Resolve returns are.
+func (s *Store) Dir(id string) string { return filepath.Join(s.dir, id) }
+
+// SocketPath is the control socket of sandbox id.
+func (s *Store) SocketPath(id string) string { return filepath.Join(s.dir, id, socketFile) }
+
+// LogPath is the main log file of sandbox id, in its logs folder.
+func (s *Store) LogPath(id string) string { return filepath.Join(s.dir, id, logsDir, mainLog) }
+
+// Register records a new sandbox. It fails with ErrExists when the id is
+// taken. An empty Status means StatusRunning and a zero CreatedAt means now.
+// A running sandbox needs its Supervisor's pid.
+func (s *Store) Register(rec Record) error {
+	if rec.Status == "" {
+		rec.Status = StatusRunning
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = time.Now()
+	}
+	if err := validate(rec); err != nil {
+		return fmt.Errorf("register sandbox: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
+	}
+	defer root.Close()
+	if _, err := root.Lstat(rec.ID); err == nil {
+		return exists(rec.ID)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
+	}
+
+	staging := ".new-" + rec.ID + "-" + randomSuffix()
+	if err := mkdirPrivate(root, staging); err != nil {
+		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
+	}
+	if err := populate(root, staging, rec); err != nil {
+		root.RemoveAll(staging)
+		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
+	}
+	// rename(2) fails when the target is a non-empty directory (every
+	// sandbox folder holds a state.json) or a file.
+	if err := root.Rename(staging, rec.ID); err != nil {
+		root.RemoveAll(staging)
+		if _, lerr := root.Lstat(rec.ID); lerr == nil {
+			return exists(rec.ID)
+		}
+		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// populate fills a new sandbox folder: logs/, lock and state.json.
+func populate(root *os.Root, name string, rec Record) error {
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if err := mkdirPrivate(sub, logsDir); err != nil {
+		return err
+	}
+	f, err := sub.OpenFile(lockFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return writeRecord(sub, rec)
+}
+
+// Update changes the record of sandbox id: it reads it, calls fn and writes
+// the result, holding the sandbox's lock so that concurrent updates from
+// this or other processes are applied one after the other. fn sees the
+// record as stored (no liveness applied) and must not change its ID.
+func (s *Store) Update(id string, fn func(*Record)) error {
+	_, err := s.update(id, func(rec *Record) bool {
+		fn(rec)
+		return true
+	})
+	return err
+}
+
+// update is Update for an fn that reports whether it changed the record;
+// it returns the record as stored afterwards.
+func (s *Store) update(id string, fn func(*Record) bool) (Record, error) {
+	if err := ValidateID(id); err != nil {
+		return Record{}, fmt.Errorf("update sandbox: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	defer root.Close()
+	sub, unlock, err := lockSandbox(root, id)
+	if err != nil {
+		return Record{}, wrap(err, "update sandbox %s", id)
+	}
+	defer sub.Close()
+	defer unlock()
+	rec, err := readRecord(sub, id)
+	if err != nil {
+		return Record{}, wrap(err, "update sandbox %s", id)
+	}
+	if !fn(&rec) {
+		return rec, nil
+	}
+	if rec.ID != id {
+		return Record{}, fmt.Errorf("update sandbox %s: the id cannot change (to %q)", id, rec.ID)
+	}
+	if err := validate(rec); err != nil {
+		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	if err := writeRecord(sub, rec); err != nil {
+		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Get returns the record of sandbox id. When it says running but its
+// supervisor is gone, the sandbox is recorded as crashed with
+// ReasonSupervisorDied, and returned so.
+func (s *Store) Get(id string) (Record, error) {
+	if err := ValidateID(id); err != nil {
+		return Record{}, fmt.Errorf("read state of sandbox: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return Record{}, fmt.Errorf("read state of sandbox %s: %w", id, err)
+	}
+	defer root.Close()
+	rec, err := read(root, id)
+	if err != nil {
+		return Record{}, wrap(err, "read state of sandbox %s", id)
+	}
+	if !dead(rec) {
+		return rec, nil
+	}
+	rec, err = s.update(id, markCrashed)
+	if err != nil {
+		return Record{}, wrap(err, "record crash of sandbox %s", id)
+	}
+	return rec, nil
+}
+
+// List returns every sandbox, newest first, with liveness applied as by
+// Get. A folder whose state cannot be read is listed as crashed with
+// ReasonUnreadable, its ID the folder's name and its CreatedAt the folder's
+// modification time, so that it can be removed.
+func (s *Store) List() ([]Record, error) {
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer root.Close()
+	entries, err := readDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	recs := make([]Record, 0, len(entries))
+	for _, e := range entries {
+		rec, err := read(root, e.Name())
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue // removed meanwhile
+		case err != nil:
+			rec = Record{ID: e.Name(), Status: StatusCrashed, Reason: ReasonUnreadable}
+			if fi, err := root.Lstat(e.Name()); err == nil {
+				rec.CreatedAt = fi.ModTime()
+			}
+		case dead(rec):
+			if saved, err := s.update(rec.ID, markCrashed); err == nil {
+				rec = saved
+			} else {
+				markCrashed(&rec) // report it all the same
+			}
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortFunc(recs, func(a, b Record) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return recs, nil
+}
+
+// Resolve turns what a user typed into a sandbox id: an exact id wins,
+// otherwise a prefix of exactly one id. It fails with ErrNotFound or
+// ErrAmbiguous, with a message for the user.
+func (s *Store) Resolve(prefix string) (string, error) {
+	if ValidateID(prefix) != nil {
+		return "", notFound(prefix)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return "", fmt.Errorf("find sandbox %q: %w", prefix, err)
+	}
+	defer root.Close()
+	entries, err := readDir(root)
+	if err != nil {
+		return "", fmt.Errorf("find sandbox %q: %w", prefix, err)
+	}
+	var matches []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == prefix:
+			return name, nil
+		case strings.HasPrefix(name, prefix):
+			matches = append(matches, name)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", notFound(prefix)
+	case 1:
+		return matches[0], nil
+	}
+	slices.Sort(matches)
+	const shown = 5
+	list := strings.Join(matches[:min(len(matches), shown)], ", ")
+	if len(matches) > shown {
+		list += ", ..."
+	}
+	return "", errorf(ErrAmbiguous, "%q matches several sandboxes (%s): give more of the id", prefix, list)
+}
+
+// Remove deletes the folder of sandbox id. It refuses, with ErrRunning, a
+// sandbox that is running with its supervisor alive. A folder whose state
+// cannot be read is removed.
+func (s *Store) Remove(id string) error {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("remove sandbox: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	defer root.Close()
+	sub, unlock, err := lockSandbox(root, id)
+	if err != nil {
+		return wrap(err, "remove sandbox %s", id)
+	}
+	rec, err := readRecord(sub, id)
+	if err == nil && rec.Status == StatusRunning && rec.Supervisor.Alive() {
+		unlock()
+		sub.Close()
+		return errorf(ErrRunning, "sandbox %s is running: stop it with `airlock kill %s` first", id, id)
+	}
+	// Move the folder away while holding its lock: an Update waiting for
+	// the lock then finds it gone, and List never sees a half-removed one.
+	trash := ".rm-" + id + "-" + randomSuffix()
+	err = root.Rename(id, trash)
+	unlock()
+	sub.Close()
+	if err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	if err := root.RemoveAll(trash); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) openRoot() (*os.Root, error) {
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open state directory: %w", err)
+	}
+	return root, nil
+}
+
+// readDir lists the entries of root that may be sandbox folders: real
+// directories (not symbolic links) with a valid id as name. Staging and
+// trash folders have hidden names and are skipped.
+func readDir(root *os.Root) ([]fs.DirEntry, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(entries, func(e fs.DirEntry) bool {
+		return !e.IsDir() || ValidateID(e.Name()) != nil
+	}), nil
+}
+
+// openSandbox opens the folder of sandbox id, refusing anything but a real
+// directory.
+func openSandbox(root *os.Root, id string) (*os.Root, error) {
+	fi, err := root.Lstat(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s is a symbolic link, not a sandbox folder: refusing to follow it", filepath.Join(root.Name(), id))
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a sandbox folder", filepath.Join(root.Name(), id))
+	}
+	sub, err := root.OpenRoot(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Make sure what was opened is what was checked.
+	if err := sameDir(root, id, sub); err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// sameDir checks that sub is still the folder named id in root: not
+// renamed away, removed or replaced.
+func sameDir(root *os.Root, id string, sub *os.Root) error {
+	fi, err := root.Lstat(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return notFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	sfi, err := sub.Stat(".")
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(fi, sfi) {
+		return notFound(id)
+	}
+	return nil
+}
+
+// lockSandbox opens the folder of sandbox id and takes its lock. unlock
+// releases the lock; the caller closes sub after it.
+func lockSandbox(root *os.Root, id string) (sub *os.Root, unlock func(), err error) {
+	sub, err = openSandbox(root, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := sub.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, filePerm)
+	if err != nil {
+		sub.Close()
+		return nil, nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		sub.Close()
+		return nil, nil, fmt.Errorf("lock: %w", err)
+	}
+	// Closing the only descriptor of the lock file releases the lock.
+	unlock = func() { f.Close() }
+	// The folder may have been removed while we waited.
+	if err := sameDir(root, id, sub); err != nil {
+		unlock()
+		sub.Close()
+		return nil, nil, err
+	}
+	return sub, unlock, nil
+}
+
+// read reads the record of sandbox id in root, without liveness.
+func read(root *os.Root, id string) (Record, error) {
+	sub, err := openSandbox(root, id)
+	if err != nil {
+		return Record{}, err
+	}
+	defer sub.Close()
+	return readRecord(sub, id)
+}
+
+// readRecord reads state.json in the folder of sandbox id.
+func readRecord(sub *os.Root, id string) (Record, error) {
+	fi, err := sub.Lstat(stateFile)
+	if err != nil {
+		return Record{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return Record{}, fmt.Errorf("%s is not a regular file", stateFile)
+	}
+	f, err := sub.Open(stateFile)
+	if err != nil {
+		return Record{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
+	if err != nil {
+		return Record{}, err
+	}
+	if len(b) > maxStateSize {
+		return Record{}, fmt.Errorf("%s is larger than %d bytes", stateFile, maxStateSize)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return Record{}, fmt.Errorf("parse %s: %w", stateFile, err)
+	}
+	if rec.ID != id {
+		return Record{}, fmt.Errorf("%s is for sandbox %q", stateFile, rec.ID)
+	}
+	return rec, nil
+}
+
+// writeRecord replaces state.json in sub atomically. The caller holds the
+// lock, or sub is a staging folder no one else knows.
+func writeRecord(sub *os.Root, rec Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	b = append(b, '\n')
+	if len(b) > maxStateSize {
+		return fmt.Errorf("encode state: %d bytes, more than the %d allowed", len(b), maxStateSize)
+	}
+	f, err := sub.OpenFile(tmpFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, filePerm)
+	if err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	err = f.Chmod(filePerm) // whatever the umask, or a stale file, left
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = sub.Rename(tmpFile, stateFile)
+	}
+	if err != nil {
+		sub.Remove(tmpFile)
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
+
+// mkdirPrivate creates directory name in root with mode 0700, whatever the
+// umask.
+func mkdirPrivate(root *os.Root, name string) error {
+	if err := root.Mkdir(name, dirPerm); err != nil {
+		return err
+	}
+	d, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Chmod(dirPerm)
+}
+
+// dead reports whether rec says running while its supervisor is gone.
+func dead(rec Record) bool {
+	return rec.Status == StatusRunning && !rec.Supervisor.Alive()
+}
+
+// markCrashed records that the supervisor of a running sandbox died. It
+// changes nothing, and returns false, when the sandbox is not running or
+// its supervisor is alive.
+func markCrashed(rec *Record) bool {
+	if !dead(*rec) {
+		return false
+	}
+	rec.Status = StatusCrashed
+	rec.Reason = ReasonSupervisorDied
+	if rec.StoppedAt.IsZero() {
+		rec.StoppedAt = time.Now()
+	}
+	return true
+}
+
+// validate checks the fields Register and Update rely on.
+func validate(rec Record) error {
+	if err := ValidateID(rec.ID); err != nil {
+		return err
+	}
+	switch rec.Status {
+	case StatusRunning:
+		if rec.Supervisor.PID <= 0 {
+			return fmt.Errorf("sandbox %s is running but has no supervisor pid", rec.ID)
+		}
+	case StatusStopped, StatusCrashed:
+	default:
+		return fmt.Errorf("sandbox %s: unknown status %q", rec.ID, rec.Status)
+	}
+	return nil
+}
+
+func notFound(id string) error {
+	return errorf(ErrNotFound, "no sandbox matches %q: run `airlock list`", id)
+}
+
+func exists(id string) error {
+	return errorf(ErrExists, "a sandbox named %q already exists: pick another name, or remove it with `airlock rm %s`", id, id)
+}
+
+// wrap adds what was being done to err, unless err already carries a
+// message for the user.
+func wrap(err error, format string, args ...any) error {
+	if _, ok := errors.AsType[*userError](err); ok {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
