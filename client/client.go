@@ -1,0 +1,716 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// Defaults of Options.
+const (
+	DefaultEventBuffer       = 256
+	DefaultMaxBufferedOutput = 64 << 20
+	DefaultMaxLineBytes      = 256 << 20
+	DefaultCloseTimeout      = 30 * time.Second
+)
+
+// maxStdinChunk is the largest piece of stdin sent in one request.
+const maxStdinChunk = 1 << 20
+
+// Options configures a Client. The zero value is ready to use.
+type Options struct {
+	// Binary is the airlock executable Start runs. Empty means
+	// $AIRLOCK_BIN, then "airlock" on PATH.
+	Binary string
+	// Args are extra arguments after "rpc".
+	Args []string
+	// Env is the environment of the subprocess; nil means os.Environ().
+	Env []string
+	// Stderr receives the server's log output; nil discards it. The last
+	// lines are kept regardless, to explain an unexpected exit.
+	Stderr io.Writer
+
+	// EventBuffer is the capacity of the Events channel (default 256).
+	// Events that arrive while it is full are dropped and counted.
+	EventBuffer int
+	// MaxBufferedOutput bounds, per streaming process, the output
+	// received but not yet read (default 64 MiB). Past it the command is
+	// cancelled and reads fail with ErrOutputOverflow.
+	MaxBufferedOutput int64
+	// MaxLineBytes bounds one message from the server (default 256 MiB).
+	// A longer line is a protocol error that fails the client.
+	MaxLineBytes int
+	// CloseTimeout bounds how long Close waits for the subprocess to tear
+	// its sandboxes down and exit before killing it (default 30s).
+	CloseTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = DefaultEventBuffer
+	}
+	if o.MaxBufferedOutput <= 0 {
+		o.MaxBufferedOutput = DefaultMaxBufferedOutput
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
+}
+
+// Client is a connection to an airlock JSON-RPC server: an `airlock rpc`
+// subprocess (Start), a detached sandbox's control socket (Dial) or any
+// transport (NewClient). It is safe for concurrent use; calls from many
+// goroutines are in flight at once.
+type Client struct {
+	opts Options
+	r    io.Reader
+	w    io.Writer
+	// closeTransport closes what Close closes first: the subprocess's
+	// stdin, or the whole connection.
+	closeTransport func() error
+	// closeReader unblocks the reader loop when the server keeps its end
+	// open; nil when closeTransport already does.
+	closeReader func() error
+
+	wlock      chan struct{} // held while a line is written
+	nextID     atomic.Int64
+	maxMessage atomic.Int64 // the server's max_message_bytes, once known
+
+	mu      sync.Mutex
+	pending map[int64]pendingCall
+	err     error // set once the client has failed or closed
+	closing bool
+
+	events  chan Event
+	dropped atomic.Uint64
+	done    chan struct{} // closed when the reader loop has ended
+
+	// The subprocess, for Start.
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd.Wait has returned
+	exitErr error
+	tail    *tailBuffer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// pendingCall receives the responses to one request id.
+type pendingCall interface {
+	// deliver hands over a response and reports whether it was the last
+	// one for its id. It runs on the reader loop and must not block.
+	deliver(m *message) bool
+	// fail ends the call because the client is gone.
+	fail(err error)
+}
+
+// message is any line from the server.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *wireError      `json:"error"`
+}
+
+// wireError is api.Error with its data kept raw.
+type wireError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+func (e *wireError) toError(method string) *Error {
+	return &Error{Method: method, Code: e.Code, Message: e.Message, Data: e.Data}
+}
+
+// Start runs `<binary> rpc` and returns a client driving it. ctx bounds
+// only the start (up to the first "info" answer); the subprocess lives
+// until Close. Its sandboxes die with it: Close, or the exit of this
+// program, ends them.
+func Start(ctx context.Context, opts Options) (*Client, error) {
+	bin, err := findBinary(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("airlock client: creating stdin pipe: %w", err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, fmt.Errorf("airlock client: creating stdout pipe: %w", err)
+	}
+	tail := &tailBuffer{}
+	cmd := exec.Command(bin, append([]string{"rpc"}, opts.Args...)...)
+	cmd.Env = opts.Env
+	cmd.Stdin = stdinR
+	cmd.Stdout = stdoutW
+	cmd.Stderr = &stderrWriter{tail: tail, w: opts.Stderr}
+	// Processes the server leaves behind must not hold Wait up forever.
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Start()
+	stdinR.Close()
+	stdoutW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		return nil, fmt.Errorf("airlock client: starting %s rpc: %w", bin, err)
+	}
+
+	c := newClient(stdoutR, stdinW, opts)
+	c.closeTransport = stdinW.Close
+	c.closeReader = stdoutR.Close
+	c.cmd = cmd
+	c.exited = make(chan struct{})
+	c.tail = tail
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	go c.readLoop()
+
+	info, err := c.Info(ctx)
+	if err == nil && info.Protocol != api.Version {
+		err = fmt.Errorf("the server speaks protocol %d and this client protocol %d: use a client and an airlock binary of the same release", info.Protocol, api.Version)
+	}
+	if err != nil {
+		cmd.Process.Kill()
+		c.Close()
+		if ce, ok := err.(*closedError); ok && ce.cause != nil {
+			// It exited: its status and stderr say why.
+			return nil, fmt.Errorf("airlock client: %w", ce.cause)
+		}
+		return nil, fmt.Errorf("airlock client: starting %s rpc: %w", bin, err)
+	}
+	return c, nil
+}
+
+// findBinary resolves Options.Binary.
+func findBinary(bin string) (string, error) {
+	if bin == "" {
+		bin = os.Getenv("AIRLOCK_BIN")
+	}
+	if bin != "" {
+		return bin, nil
+	}
+	p, err := exec.LookPath("airlock")
+	if err != nil {
+		return "", fmt.Errorf("airlock client: no airlock executable: set Options.Binary or $AIRLOCK_BIN, or put airlock on PATH (%w)", err)
+	}
+	return p, nil
+}
+
+// Dial connects to the control socket of a detached sandbox (a unix
+// stream socket speaking the same JSON-RPC lines). Options.Binary, Args,
+// Env and Stderr do not apply. Requests on a control socket may omit the
+// sandbox id: use c.Sandbox("").
+func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("airlock client: connecting to control socket %s (is the sandbox still running?): %w", socketPath, err)
+	}
+	return NewClient(conn, opts), nil
+}
+
+// NewClient returns a client speaking JSON-RPC lines over rw. Close closes
+// rw. Options.Binary, Args, Env and Stderr do not apply.
+func NewClient(rw io.ReadWriteCloser, opts Options) *Client {
+	c := newClient(rw, rw, opts)
+	c.closeTransport = rw.Close
+	go c.readLoop()
+	return c
+}
+
+func newClient(r io.Reader, w io.Writer, opts Options) *Client {
+	opts.setDefaults()
+	return &Client{
+		opts:    opts,
+		r:       r,
+		w:       w,
+		wlock:   make(chan struct{}, 1),
+		pending: make(map[int64]pendingCall),
+		events:  make(chan Event, opts.EventBuffer),
+		done:    make(chan struct{}),
+	}
+}
+
+// Close ends the session. For a subprocess it closes its stdin, which
+// makes the server tear all its sandboxes down, and waits for it to exit
+// (at most Options.CloseTimeout, then kills it). For a connection it
+// closes the connection; a detached sandbox keeps running. Calls still in
+// flight fail with ErrClosed, and the Events channel is closed. Close
+// reports an unclean exit of the subprocess.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Client) close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.closeTransport()
+	timeout := c.opts.CloseTimeout
+	if c.cmd == nil {
+		select {
+		case <-c.done:
+			return nil
+		case <-time.After(timeout):
+			c.failAll(&closedError{errClosedByCaller})
+			return fmt.Errorf("airlock client: the transport's Read did not return within %v of Close", timeout)
+		}
+	}
+	killed := false
+	select {
+	case <-c.exited:
+	case <-time.After(timeout):
+		c.cmd.Process.Kill()
+		<-c.exited
+		killed = true
+	}
+	// The server has exited: the reader drains what it wrote and sees EOF,
+	// unless something it started still holds its stdout.
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		c.closeReader()
+		<-c.done
+	}
+	if killed {
+		return fmt.Errorf("airlock client: %s rpc did not exit within %v of closing its stdin; killed it, and its sandboxes with it", c.cmd.Path, timeout)
+	}
+	if c.exitErr != nil {
+		return fmt.Errorf("airlock client: %s rpc exited with %v%s", c.cmd.Path, c.exitErr, c.tail.report())
+	}
+	return nil
+}
+
+// Done is closed when the client has stopped: after Close, or when the
+// server went away or broke the protocol. Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns nil while the client works, and then an error matching
+// ErrClosed that says why it stopped.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Events returns the channel of events sent by the server (after
+// Subscribe). It is buffered (Options.EventBuffer) and never slows the
+// client down: an event that arrives while it is full is dropped and
+// counted in DroppedEvents. It is closed when the client stops.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// DroppedEvents returns how many events were dropped because the Events
+// channel was full.
+func (c *Client) DroppedEvents() uint64 { return c.dropped.Load() }
+
+// Subscribe asks the server for events of the given types (EventExec,
+// EventFile, EventNetwork, EventLifecycle); none means all. Read them from
+// Events.
+func (c *Client) Subscribe(ctx context.Context, types ...string) error {
+	return c.call(ctx, api.MethodSubscribe, api.SubscribeParams{Types: types}, nil)
+}
+
+// Unsubscribe stops events.
+func (c *Client) Unsubscribe(ctx context.Context) error {
+	return c.call(ctx, api.MethodUnsubscribe, struct{}{}, nil)
+}
+
+// Info describes the server and its sandboxes.
+func (c *Client) Info(ctx context.Context) (*api.InfoResult, error) {
+	var info api.InfoResult
+	if err := c.call(ctx, api.MethodInfo, struct{}{}, &info); err != nil {
+		return nil, err
+	}
+	if info.MaxMessageBytes > 0 {
+		c.maxMessage.Store(info.MaxMessageBytes)
+	}
+	return &info, nil
+}
+
+// Create starts a sandbox. It lives until Sandbox.Close, or until the
+// client closes.
+func (c *Client) Create(ctx context.Context, params api.CreateParams) (*Sandbox, error) {
+	var res api.CreateResult
+	if err := c.call(ctx, api.MethodCreate, params, &res); err != nil {
+		return nil, err
+	}
+	return &Sandbox{c: c, id: res.SandboxID, created: &res}, nil
+}
+
+// Sandbox returns a handle for an existing sandbox of the session. An
+// empty id means the session's only sandbox (the usual case on a control
+// socket).
+func (c *Client) Sandbox(id string) *Sandbox { return &Sandbox{c: c, id: id} }
+
+// Call sends one request and decodes its result into result (unless
+// result is nil). Errors from the server are *Error. If ctx ends first,
+// Call stops waiting and returns ctx.Err(); for "exec" it also cancels the
+// command. Methods that answer with several responses (exec_stream,
+// attach) need Sandbox.Start and Sandbox.Attach.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	if method == api.MethodExecStream || method == api.MethodAttach {
+		return fmt.Errorf("airlock client: %s answers with several responses; use Sandbox.Start or Sandbox.Attach", method)
+	}
+	return c.call(ctx, method, params, result)
+}
+
+// simpleCall waits for the one response of a request.
+type simpleCall struct{ ch chan callResult }
+
+type callResult struct {
+	msg *message
+	err error
+}
+
+func (s *simpleCall) deliver(m *message) bool { s.ch <- callResult{msg: m}; return true }
+func (s *simpleCall) fail(err error)          { s.ch <- callResult{err: err} }
+
+func (c *Client) call(ctx context.Context, method string, params, result any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("airlock %s: encoding params: %w", method, err)
+	}
+	sc := &simpleCall{ch: make(chan callResult, 1)}
+	id, err := c.send(ctx, method, raw, sc)
+	if err != nil {
+		return err
+	}
+	select {
+	case r := <-sc.ch:
+		if r.err != nil {
+			return r.err
+		}
+		if r.msg.Error != nil {
+			return r.msg.Error.toError(method)
+		}
+		if result != nil {
+			if err := json.Unmarshal(r.msg.Result, result); err != nil {
+				return fmt.Errorf("airlock %s: decoding the server's result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.forget(id)
+		if method == api.MethodExec {
+			c.cancelExec(id, sandboxIDOf(raw))
+		}
+		return ctx.Err()
+	}
+}
+
+// sandboxIDOf returns the sandbox_id of encoded params.
+func sandboxIDOf(params json.RawMessage) string {
+	var p api.SandboxParams
+	json.Unmarshal(params, &p)
+	return p.SandboxID
+}
+
+// send registers p for a new id and writes the request.
+func (c *Client) send(ctx context.Context, method string, params json.RawMessage, p pendingCall) (int64, error) {
+	id := c.nextID.Add(1)
+	return id, c.sendAs(ctx, id, method, params, p)
+}
+
+// sendAs registers p for id and writes the request.
+func (c *Client) sendAs(ctx context.Context, id int64, method string, params json.RawMessage, p pendingCall) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m, _ := json.Marshal(method)
+	line := make([]byte, 0, len(params)+len(m)+64)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = strconv.AppendInt(line, id, 10)
+	line = append(line, `,"method":`...)
+	line = append(line, m...)
+	line = append(line, `,"params":`...)
+	line = append(line, params...)
+	line = append(line, "}\n"...)
+	if limit := c.maxMessage.Load(); limit > 0 && int64(len(line)) > limit {
+		return fmt.Errorf("airlock %s: the request is %d bytes, more than the server accepts (max_message_bytes %d); send less at once: %w", method, len(line), limit, ErrLimitExceeded)
+	}
+
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[id] = p
+	c.mu.Unlock()
+	if err := c.writeLine(ctx, line); err != nil {
+		c.forget(id)
+		return err
+	}
+	return nil
+}
+
+// forget drops the pending call of id: later responses are ignored.
+func (c *Client) forget(id int64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// writeLine writes one whole line; lines never interleave.
+func (c *Client) writeLine(ctx context.Context, line []byte) error {
+	select {
+	case c.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.Err()
+	}
+	_, err := c.w.Write(line)
+	<-c.wlock
+	if err == nil {
+		return nil
+	}
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return &closedError{errClosedByCaller}
+	}
+	// The reader usually knows better why the server went away (its exit
+	// status and last words).
+	select {
+	case <-c.done:
+		return c.Err()
+	case <-time.After(2 * time.Second):
+		return &closedError{fmt.Errorf("writing to the server: %w", err)}
+	}
+}
+
+// cancelExec asks the server, in the background, to kill the command
+// started by request id.
+func (c *Client) cancelExec(id int64, sandboxID string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c.call(ctx, api.MethodCancel, api.ExecRefParams{SandboxID: sandboxID, ID: idJSON(id)}, nil)
+	}()
+}
+
+func idJSON(id int64) json.RawMessage { return strconv.AppendInt(nil, id, 10) }
+
+// readLoop decodes the server's lines until the connection ends.
+func (c *Client) readLoop() {
+	sc := bufio.NewScanner(c.r)
+	sc.Buffer(make([]byte, min(64<<10, c.opts.MaxLineBytes)), c.opts.MaxLineBytes)
+	var protoErr error
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if protoErr = c.handleLine(line); protoErr != nil {
+			break
+		}
+	}
+	readErr := sc.Err()
+	if errors.Is(readErr, bufio.ErrTooLong) {
+		protoErr = fmt.Errorf("protocol error: the server sent a line longer than %d bytes (Options.MaxLineBytes)", c.opts.MaxLineBytes)
+	}
+	if protoErr != nil {
+		// Stop the server too: nothing it says can be trusted any more.
+		c.closeTransport()
+		if c.closeReader != nil {
+			c.closeReader()
+		}
+	}
+	c.failAll(c.closedCause(protoErr, readErr))
+	close(c.events)
+	close(c.done)
+}
+
+// closedCause says why the reader loop ended.
+func (c *Client) closedCause(protoErr, readErr error) error {
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	switch {
+	case protoErr != nil:
+		return &closedError{protoErr}
+	case closing:
+		return &closedError{errClosedByCaller}
+	case c.cmd != nil:
+		// Its stdout closed: the server is exiting. Wait a little for its
+		// status, which explains more than EOF.
+		select {
+		case <-c.exited:
+			status := "exited with status 0"
+			if c.exitErr != nil {
+				status = "exited with " + c.exitErr.Error()
+			}
+			return &closedError{fmt.Errorf("%s rpc %s%s", c.cmd.Path, status, c.tail.report())}
+		case <-time.After(5 * time.Second):
+			return &closedError{fmt.Errorf("%s rpc closed its stdout%s", c.cmd.Path, c.tail.report())}
+		}
+	case readErr != nil:
+		return &closedError{fmt.Errorf("reading from the server: %w", readErr)}
+	default:
+		return &closedError{errors.New("the server closed the connection")}
+	}
+}
+
+// failAll stops the client with err: every pending call fails with it.
+func (c *Client) failAll(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	pending := c.pending
+	c.pending = map[int64]pendingCall{}
+	c.mu.Unlock()
+	for _, p := range pending {
+		p.fail(err)
+	}
+}
+
+// handleLine routes one line; an error is a protocol error.
+func (c *Client) handleLine(line []byte) error {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return fmt.Errorf("protocol error: the server sent a line that is not a JSON-RPC message (%v): %q", err, truncate(line, 200))
+	}
+	if m.Method != "" {
+		if m.Method == api.NotifyEvent && isNull(m.ID) {
+			c.event(m.Params)
+		}
+		// Other notifications (exec.output is for "notifications" mode,
+		// which this client does not use) and requests from the server
+		// are not part of what this client speaks.
+		return nil
+	}
+	id, ok := parseID(m.ID)
+	if !ok {
+		// A response to no request of ours (for example an error about a
+		// line the server could not parse): nothing waits for it.
+		return nil
+	}
+	c.mu.Lock()
+	p := c.pending[id]
+	c.mu.Unlock()
+	if p == nil {
+		return nil // abandoned
+	}
+	if p.deliver(&m) {
+		c.mu.Lock()
+		if c.pending[id] == p {
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// event hands an event to Events without ever blocking.
+func (c *Client) event(params json.RawMessage) {
+	ev, err := decodeEvent(params)
+	if err != nil {
+		return
+	}
+	select {
+	case c.events <- ev:
+	default:
+		c.dropped.Add(1)
+	}
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func parseID(raw json.RawMessage) (int64, bool) {
+	s := string(bytes.TrimSpace(raw))
+	if len(s) >= 2 && s[0] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// tailBuffer keeps the end of the server's stderr.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 4 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*tailBytes {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+// report returns the last lines, prefixed for an error message, or "".
+func (t *tailBuffer) report() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	b := t.buf
+	if len(b) > tailBytes {
+		b = b[len(b)-tailBytes:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	s := string(bytes.TrimSpace(b))
+	t.mu.Unlock()
+	if s == "" {
+		return ""
+	}
+	return "; its stderr ended with:\n" + s
+}
+
+// stderrWriter copies the server's stderr to the caller's writer and the
+// tail.
+type stderrWriter struct {
+	tail *tailBuffer
+	w    io.Writer
+}
+
+func (s *stderrWriter) Write(p []byte) (int, error) {
+	s.tail.Write(p)
+	if s.w != nil {
+		s.w.Write(p) // a failing log writer must not stop the server
+	}
+	return len(p), nil
+}

@@ -1,0 +1,322 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// logWriter sends the server's log to the test log.
+type logWriter struct {
+	mu sync.Mutex
+	t  *testing.T
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t != nil {
+		w.t.Logf("server: %s", bytes.TrimRight(p, "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) stop() {
+	w.mu.Lock()
+	w.t = nil
+	w.mu.Unlock()
+}
+
+// startReal starts the airlock built from this module in rpc mode, or
+// skips the test when it cannot.
+func startReal(t *testing.T) *Client {
+	t.Helper()
+	if realBin == "" {
+		t.Skipf("no airlock binary to test against: %v", buildErr)
+	}
+	bin := filepath.Join(realBin, "airlock")
+	if out, err := exec.Command(bin, "rpc", "--help").CombinedOutput(); err != nil {
+		t.Skipf("%s has no rpc command (%v: %s): no server to test against yet", bin, err, bytes.TrimSpace(out))
+	}
+	logs := &logWriter{t: t}
+	c, err := Start(testCtx(t), Options{
+		Binary: bin,
+		Env:    append(os.Environ(), "AIRLOCK_AGENT="+filepath.Join(realBin, "airlock-guest")),
+		Stderr: logs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		logs.stop()
+	})
+	return c
+}
+
+func TestRealServer(t *testing.T) {
+	c := startReal(t)
+	ctx := testCtx(t)
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Protocol != api.Version || info.MaxMessageBytes <= 0 {
+		t.Errorf("info %+v", info)
+	}
+	if err := c.Subscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(ctx, api.CreateParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.ID() == "" {
+		t.Fatal("create returned no sandbox id")
+	}
+	for _, n := range sb.Notes() {
+		t.Logf("note: %s", n)
+	}
+
+	t.Run("exec", func(t *testing.T) {
+		res, err := sb.Exec(ctx, "echo hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Stdout) != "hello\n" || res.ExitCode != 0 || res.KilledBy != "" {
+			t.Errorf("result %+v", res)
+		}
+		res, err = sb.Run(ctx, api.ExecParams{Command: "echo err >&2; exit 3"})
+		if err != nil || res.ExitCode != 3 || string(res.Stderr) != "err\n" {
+			t.Errorf("exit 3: %+v, %v", res, err)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		res, err := sb.Run(ctx, api.ExecParams{Command: "sleep 10", TimeoutSeconds: 0.3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.KilledBy != "timeout" {
+			t.Errorf("result %+v, want killed_by timeout", res)
+		}
+	})
+
+	t.Run("command not found", func(t *testing.T) {
+		_, err := sb.Run(ctx, api.ExecParams{Argv: []string{"/no/such/command"}})
+		if !IsCommandNotFound(err) {
+			t.Errorf("Run: %v, want command not found", err)
+		}
+	})
+
+	t.Run("stdin streaming", func(t *testing.T) {
+		p, err := sb.Start(ctx, api.ExecParams{Argv: []string{"cat"}, OpenStdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(p.Stdin(), "first\n"); err != nil {
+			t.Fatal(err)
+		}
+		// cat answers before its input ends.
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(p.Stdout(), buf); err != nil || string(buf) != "first\n" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+		if _, err := io.WriteString(p.Stdin(), "second\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stdin().Close(); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := io.ReadAll(p.Stdout())
+		if err != nil || string(rest) != "second\n" {
+			t.Errorf("rest %q, %v", rest, err)
+		}
+		res, err := p.Wait()
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("Wait: %+v, %v", res, err)
+		}
+	})
+
+	t.Run("StartWith", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		input := strings.Repeat("0123456789abcdef", 256<<10) // 4 MiB: several stdin requests
+		p, err := sb.StartWith(ctx, api.ExecParams{Command: "wc -c; echo done >&2"}, strings.NewReader(input), &out, &errOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait()
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("Wait: %+v, %v", res, err)
+		}
+		if strings.TrimSpace(out.String()) != fmt.Sprint(len(input)) || errOut.String() != "done\n" {
+			t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		data := make([]byte, 1<<20)
+		rand.Read(data)
+		if err := sb.Mkdir(ctx, "/workspace/a/b", 0o755, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.WriteFile(ctx, "/workspace/a/b/f", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := sb.ReadFile(ctx, "/workspace/a/b/f")
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("ReadFile: %d bytes (equal %v), %v", len(got), bytes.Equal(got, data), err)
+		}
+		files, err := sb.ListFiles(ctx, "/workspace/a/b")
+		if err != nil || len(files) != 1 || files[0].Name != "f" || files[0].Size != 1<<20 {
+			t.Errorf("ListFiles: %+v, %v", files, err)
+		}
+		info, err := sb.Stat(ctx, "/workspace/a/b/f")
+		if err != nil || info.Size != 1<<20 || fs.FileMode(info.Mode).Perm() != 0o600 || info.IsDir {
+			t.Errorf("Stat: %+v (mode %v), %v", info, fs.FileMode(info.Mode), err)
+		}
+		info, err = sb.Stat(ctx, "/workspace/a")
+		if err != nil || !info.IsDir || !fs.FileMode(info.Mode).IsDir() {
+			t.Errorf("Stat of a directory: %+v (mode %v), %v", info, fs.FileMode(info.Mode), err)
+		}
+		if err := sb.Mkdir(ctx, "/workspace/a", 0, false); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("Mkdir of an existing directory: %v, want fs.ErrExist", err)
+		}
+		if err := sb.Remove(ctx, "/workspace/a", true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Stat(ctx, "/workspace/a"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Stat after Remove: %v, want fs.ErrNotExist", err)
+		}
+		if _, err := sb.ReadFile(ctx, "/workspace/missing"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("ReadFile of a missing file: %v, want fs.ErrNotExist", err)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := sb.Exec(ctx, fmt.Sprintf("echo %d", i))
+				if err != nil {
+					t.Errorf("exec %d: %v", i, err)
+				} else if string(res.Stdout) != fmt.Sprintf("%d\n", i) {
+					t.Errorf("exec %d: stdout %q", i, res.Stdout)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := sb.Exec(cctx, "sleep 30"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Exec: %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Exec returned after %v", d)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		if _, err := sb.Exec(ctx, "true"); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case ev, ok := <-c.Events():
+				if !ok {
+					t.Fatal("Events closed")
+				}
+				if ev.Type == EventExec {
+					if ev.Exec == nil || ev.SandboxID != sb.ID() || len(ev.Exec.Command) == 0 {
+						t.Errorf("exec event %+v (raw %s)", ev, ev.Raw.Exec)
+					}
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no exec event within 10s (%d dropped)", c.DroppedEvents())
+			}
+		}
+	})
+
+	t.Run("sandbox close", func(t *testing.T) {
+		other, err := c.Create(ctx, api.CreateParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.Exec(ctx, "true")
+		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrNotRunning) {
+			t.Errorf("Exec after Close: %v, want ErrNotFound or ErrNotRunning", err)
+		}
+	})
+}
+
+// TestRealServerCloseTearsDown checks that closing the client ends the
+// sandboxes of its session.
+func TestRealServerCloseTearsDown(t *testing.T) {
+	c := startReal(t)
+	ctx := testCtx(t)
+	sb, err := c.Create(ctx, api.CreateParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A command that would outlive a leaky teardown.
+	p, err := sb.Start(context.Background(), api.ExecParams{Command: "sleep 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for _, s := range info.Sandboxes {
+		if s.SandboxID == sb.ID() {
+			pid = s.PID
+		}
+	}
+	if pid <= 0 {
+		t.Fatalf("info does not list sandbox %s with its pid: %+v", sb.ID(), info.Sandboxes)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := p.Wait(); err == nil {
+		t.Error("the command finished normally after Close")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox process %d still exists 10s after Close", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := sb.Exec(ctx, "true"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+}

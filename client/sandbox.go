@@ -1,0 +1,223 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// Sandbox is a handle for one sandbox of a session. Its methods are safe
+// for concurrent use.
+type Sandbox struct {
+	c       *Client
+	id      string
+	created *api.CreateResult
+}
+
+// ID returns the sandbox's id ("" for the session's only sandbox).
+func (s *Sandbox) ID() string { return s.id }
+
+// Client returns the client the sandbox is reached through.
+func (s *Sandbox) Client() *Client { return s.c }
+
+// Isolation returns the isolation level the server chose, for a sandbox
+// made by Create ("" otherwise).
+func (s *Sandbox) Isolation() string {
+	if s.created == nil {
+		return ""
+	}
+	return s.created.Isolation
+}
+
+// Env returns, for a sandbox made by Create, the environment commands get
+// (secret values replaced by placeholders).
+func (s *Sandbox) Env() map[string]string {
+	if s.created == nil {
+		return nil
+	}
+	return s.created.Env
+}
+
+// Notes lists, for a sandbox made by Create, the protections the server's
+// machine could not apply, with the reason.
+func (s *Sandbox) Notes() []string {
+	if s.created == nil {
+		return nil
+	}
+	return append([]string(nil), s.created.Notes...)
+}
+
+// Result is the outcome of a command.
+type Result struct {
+	// ExitCode is the command's exit code; 128+Signal when a signal
+	// killed it.
+	ExitCode int
+	// Stdout and Stderr are the buffered output (Run and Exec only; a
+	// streamed command's output went through its Process).
+	Stdout, Stderr []byte
+	// StdoutTruncated and StderrTruncated report output beyond the
+	// sandbox's max_output_bytes that was dropped.
+	StdoutTruncated, StderrTruncated bool
+	Duration                         time.Duration
+	CPUTime                          time.Duration
+	PeakMemoryBytes                  int64
+	// KilledBy is "timeout", "oom", "signal", or "" when the command
+	// ended by itself.
+	KilledBy string
+	// Signal is the signal that killed the command, or 0.
+	Signal int
+	// LimitsHit lists the sandbox limits that refused something while the
+	// command ran ("pids", "memory", ...).
+	LimitsHit []string
+}
+
+func newResult(r *api.ExecResult) (*Result, error) {
+	res := &Result{
+		ExitCode:        r.ExitCode,
+		StdoutTruncated: r.StdoutTruncated,
+		StderrTruncated: r.StderrTruncated,
+		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
+		CPUTime:         time.Duration(r.CPUTimeMs) * time.Millisecond,
+		PeakMemoryBytes: r.PeakMemoryBytes,
+		Signal:          r.Signal,
+		LimitsHit:       r.LimitsHit,
+	}
+	if r.KilledBy != nil {
+		res.KilledBy = *r.KilledBy
+	}
+	var err error
+	if res.Stdout, err = decodeBase64("stdout", r.Stdout); err != nil {
+		return nil, err
+	}
+	if res.Stderr, err = decodeBase64("stderr", r.Stderr); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func decodeBase64(what, s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("protocol error: %s from the server is not base64: %w", what, err)
+	}
+	return b, nil
+}
+
+// Exec runs command through /bin/sh -c and returns its buffered output.
+// A non-zero exit is not an error: see Result.ExitCode.
+func (s *Sandbox) Exec(ctx context.Context, command string) (*Result, error) {
+	return s.Run(ctx, api.ExecParams{Command: command})
+}
+
+// Run runs a command (params.Command through /bin/sh -c, or params.Argv
+// as is) and returns its buffered output. If ctx ends first, the command
+// is killed and Run returns ctx.Err(). A command that cannot be started
+// is an *Error matching ErrCommandFailed (see IsCommandNotFound).
+func (s *Sandbox) Run(ctx context.Context, params api.ExecParams) (*Result, error) {
+	s.setID(&params.SandboxID)
+	params.Mode = ""
+	var r api.ExecResult
+	if err := s.c.call(ctx, api.MethodExec, params, &r); err != nil {
+		return nil, err
+	}
+	res, err := newResult(&r)
+	if err != nil {
+		return nil, fmt.Errorf("airlock exec: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Sandbox) setID(id *string) {
+	if s.id != "" {
+		*id = s.id
+	}
+}
+
+// WriteFile writes data to path, replacing the file. mode holds the
+// permission bits; 0 means 0644.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	return s.c.call(ctx, api.MethodWriteFile, api.WriteFileParams{
+		SandboxID: s.id,
+		Path:      path,
+		Content:   base64.StdEncoding.EncodeToString(data),
+		Mode:      unixMode(mode),
+	}, nil)
+}
+
+// ReadFile returns the content of the file at path. A missing file is an
+// error matching fs.ErrNotExist.
+func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	var r api.ReadFileResult
+	if err := s.c.call(ctx, api.MethodReadFile, api.PathParams{SandboxID: s.id, Path: path}, &r); err != nil {
+		return nil, err
+	}
+	b, err := decodeBase64("file content", r.Content)
+	if err != nil {
+		return nil, fmt.Errorf("airlock read_file %s: %w", path, err)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// ListFiles lists the directory at path. fs.FileMode(info.Mode) gives each
+// entry's mode as io/fs encodes it.
+func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]api.FileInfo, error) {
+	var r api.ListFilesResult
+	if err := s.c.call(ctx, api.MethodListFiles, api.PathParams{SandboxID: s.id, Path: path}, &r); err != nil {
+		return nil, err
+	}
+	return r.Files, nil
+}
+
+// Stat describes the file at path.
+func (s *Sandbox) Stat(ctx context.Context, path string) (api.FileInfo, error) {
+	var r api.FileInfo
+	err := s.c.call(ctx, api.MethodStat, api.PathParams{SandboxID: s.id, Path: path}, &r)
+	return r, err
+}
+
+// Mkdir creates the directory path with the permission bits of mode (0
+// means 0755), and with parents its missing parents too (an existing
+// directory is then no error).
+func (s *Sandbox) Mkdir(ctx context.Context, path string, mode fs.FileMode, parents bool) error {
+	return s.c.call(ctx, api.MethodMkdir, api.MkdirParams{
+		SandboxID: s.id, Path: path, Mode: unixMode(mode), Parents: parents,
+	}, nil)
+}
+
+// Remove removes the file or empty directory at path, or with recursive
+// the whole tree.
+func (s *Sandbox) Remove(ctx context.Context, path string, recursive bool) error {
+	return s.c.call(ctx, api.MethodRemove, api.RemoveParams{SandboxID: s.id, Path: path, Recursive: recursive}, nil)
+}
+
+// Close stops the sandbox and removes everything it held. Later requests
+// for it fail with ErrNotRunning or ErrNotFound.
+func (s *Sandbox) Close(ctx context.Context) error {
+	return s.c.call(ctx, api.MethodClose, api.SandboxParams{SandboxID: s.id}, nil)
+}
+
+// unixMode converts the permission and special bits of an fs.FileMode to
+// their Unix encoding.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
+}
