@@ -716,3 +716,43 @@ func TestStartWithFailingWriter(t *testing.T) {
 		t.Errorf("stderr %q", stderr.String())
 	}
 }
+
+func TestAttach(t *testing.T) {
+	c, f := newFake(t, Options{})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	p, err := c.Sandbox("").Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.expect(t, api.MethodAttach)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(p.Stdin(), "in")
+		errc <- err
+	}()
+	sr := f.expect(t, api.MethodStdin)
+	var sp api.StdinParams
+	sr.params(t, &sp)
+	if string(sp.ID) != string(r.ID) || sp.Data != b64("in") {
+		t.Errorf("stdin %+v, want id %s", sp, r.ID)
+	}
+	f.reply(sr.ID, struct{}{})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	f.reply(r.ID, api.ExecChunk{Stdout: b64("out")})
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(p.Stdout(), buf); err != nil || string(buf) != "out" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	// Leaving does not kill the detached sandbox's command.
+	cancel()
+	if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: %v, want context.Canceled", err)
+	}
+	go func() { r := f.next(t); f.reply(r.ID, r.Method) }()
+	var m string
+	if err := c.Call(testCtx(t), "ping", nil, &m); err != nil || m != "ping" {
+		t.Errorf("next request was %q (%v), want ping", m, err)
+	}
+}
