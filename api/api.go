@@ -264,6 +264,16 @@ type PathParams struct {
 	Path      string `json:"path"`
 }
 
+// ReadFileParams reads a whole file. MaxBytes bounds the file's size
+// (default, and most, what fits in one message: 64 MiB with the default
+// 128 MiB message limit); a larger file is refused with CodeFileError,
+// kind too_large.
+type ReadFileParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+	MaxBytes  int64  `json:"max_bytes,omitempty"`
+}
+
 // ReadFileResult carries a file's content.
 type ReadFileResult struct {
 	Content string `json:"content"`
@@ -302,6 +312,13 @@ type RemoveParams struct {
 	Recursive bool   `json:"recursive,omitempty"`
 }
 
+// AttachParams attaches to a detached sandbox's main command. Mode is
+// as for exec_stream: "responses" (default) or "notifications".
+type AttachParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
 // SubscribeParams selects event types; empty means all.
 type SubscribeParams struct {
 	Types []string `json:"types,omitempty"`
@@ -318,6 +335,9 @@ type InfoResult struct {
 	Protocol        int           `json:"protocol"`
 	MaxMessageBytes int64         `json:"max_message_bytes"`
 	Sandboxes       []SandboxInfo `json:"sandboxes"`
+	// EventsDropped counts the events this session dropped because the
+	// client read them too slowly.
+	EventsDropped int64 `json:"events_dropped"`
 }
 
 // SandboxInfo describes one sandbox of a session.
@@ -327,6 +347,9 @@ type SandboxInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 	PID       int       `json:"pid"`
 	Notes     []string  `json:"notes,omitempty"`
+	// State is "running" or "stopped" (the sandbox ended by itself, for
+	// example at its timeout; close it to forget it).
+	State string `json:"state"`
 }
 
 // Event is the params of an "event" notification. Exactly one detail
@@ -339,4 +362,7 @@ type Event struct {
 	File      json.RawMessage `json:"file,omitempty"`
 	Network   json.RawMessage `json:"network,omitempty"`
 	Lifecycle json.RawMessage `json:"lifecycle,omitempty"`
+	// Dropped counts the events dropped just before this one because the
+	// client read them too slowly.
+	Dropped int64 `json:"dropped,omitempty"`
 }
