@@ -1,0 +1,104 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// attach streams the main command of a detached sandbox from now on, as
+// exec_stream streams a command: chunks, then its result with done true.
+// "stdin" requests with the attach request's id go to the main command;
+// "cancel" detaches.
+func (ss *session) attach(ctx context.Context, j *job) (any, error) {
+	var p api.AttachParams
+	if e := decodeParams(api.MethodAttach, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if p.Mode != "" && p.Mode != api.ModeResponses && p.Mode != api.ModeNotifications {
+		return nil, invalidParams("attach params: mode %s is not %q or %q", quote(p.Mode), api.ModeResponses, api.ModeNotifications)
+	}
+	main := ss.so.Main
+	if main == nil {
+		return nil, rpcError(api.CodeUnsupported, "attach works on the control socket of a detached sandbox, which has a main command; here, run commands with exec_stream")
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	out, stop := main.Attach()
+	t := &attachTarget{main: main, stop: stop, stopped: make(chan struct{})}
+	defer t.cancel()
+	if j.op != nil {
+		j.op.started(sbe.sb.ID(), t)
+		j.op.stdinWritten()
+	}
+	w := &chunkWriter{out: ss.out, id: j.req.id, notify: p.Mode == api.ModeNotifications}
+	for {
+		select {
+		case c, ok := <-out:
+			if !ok {
+				if t.detached() {
+					return nil, detached()
+				}
+				res, err := main.Wait()
+				if err != nil {
+					return nil, execError(ctx, sbe, nil, err)
+				}
+				return execResult(res, true), nil
+			}
+			c.ID = nil
+			if err := w.send(c); err != nil {
+				return nil, commonError(ctx, sbe, err)
+			}
+		case <-t.stopped:
+			return nil, detached()
+		case <-ctx.Done():
+			return nil, commonError(ctx, sbe, ctx.Err())
+		}
+	}
+}
+
+func detached() error {
+	return rpcError(api.CodeCancelled, "detached: the main command goes on; attach again to follow it")
+}
+
+// attachTarget is an attach, for "stdin" and "cancel".
+type attachTarget struct {
+	main    Main
+	stop    func()
+	once    sync.Once
+	stopped chan struct{}
+}
+
+func (t *attachTarget) writeStdin(b []byte) error { return t.main.WriteStdin(b) }
+func (t *attachTarget) closeStdin() error         { return t.main.CloseStdin() }
+
+func (t *attachTarget) signal(syscall.Signal) error {
+	return rpcError(api.CodeUnsupported, "the main command of a detached sandbox cannot be signalled through attach: use exec to run kill in the sandbox, or close it")
+}
+
+func (t *attachTarget) resize(uint16, uint16) error {
+	return rpcError(api.CodeUnsupported, "the main command of a detached sandbox has no terminal to resize")
+}
+
+func (t *attachTarget) cancel() error {
+	t.once.Do(func() {
+		close(t.stopped)
+		t.stop()
+	})
+	return nil
+}
+
+func (t *attachTarget) detached() bool {
+	select {
+	case <-t.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *attachTarget) ended() bool { return t.detached() }

@@ -1,0 +1,317 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// The examples of the protocol's specification (seed 000, "Programmatic
+// API"), as written there. Params of method examples are wrapped in a
+// request with "jsonrpc" and an id, which the examples leave out.
+const (
+	seedExecLine = `{"jsonrpc": "2.0", "method": "exec", "params": {"command": "echo hello"}, "id": 1}`
+	seedCreate   = `{
+    "image": "standard",
+    "resources": {"cpus": 2, "memory_mb": 1024, "timeout_seconds": 300},
+    "network": {
+      "allowed_hosts": ["api.openai.com", "*.amazonaws.com"],
+      "block_private_ips": true,
+      "secrets": {
+        "OPENAI_API_KEY": {
+          "value": "sk-...",
+          "hosts": ["api.openai.com"]
+        }
+      },
+      "policy_script": "def is_allowed(host): return True"
+    },
+    "vfs": {
+      "direct_mounts": {
+        "/mnt/data": {"host_path": "/host/data", "readonly": true}
+      },
+      "mounts": {
+        "/workspace": {"type": "memory"},
+        "/config": {"type": "real_fs", "host_path": "/etc/app", "readonly": true},
+        "/output": {"type": "overlay", "upper": {"type": "memory"}, "lower": {"type": "real_fs", "host_path": "/base"}}
+      }
+    },
+    "env": {"OPENAI_API_KEY": "${OPENAI_API_KEY}"}
+  }`
+	seedWriteFile = `{"path": "/workspace/hello.py", "content": "%s", "mode": 420}`
+	seedReadFile  = `{"path": "/workspace/hello.py"}`
+	seedListFiles = `{"path": "/workspace"}`
+	seedClose     = `{}`
+)
+
+// wrap makes a one-line request of a method example's params.
+func wrap(t *testing.T, id int, method, params string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(params), &v); err != nil {
+		t.Fatalf("example params: %v", err)
+	}
+	return `{"jsonrpc": "2.0", "method": "` + method + `", "params": ` + string(mustJSON(t, v)) + `, "id": ` + string(mustJSON(t, id)) + `}`
+}
+
+// without returns the create example without some of its members.
+func without(t *testing.T, params string, keys ...string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(params), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		delete(m, k)
+	}
+	return string(mustJSON(t, m))
+}
+
+// checkEnvelope checks the members every response has.
+func checkEnvelope(t *testing.T, m msg, id string) {
+	t.Helper()
+	if string(m["jsonrpc"]) != `"2.0"` {
+		t.Errorf("jsonrpc = %s", m["jsonrpc"])
+	}
+	if string(m["id"]) != id {
+		t.Errorf("id = %s, want %s", m["id"], id)
+	}
+	_, hasResult := m["result"]
+	_, hasError := m["error"]
+	if hasResult == hasError {
+		t.Errorf("want exactly one of result and error: %v", m)
+	}
+	for k := range m {
+		switch k {
+		case "jsonrpc", "id", "result", "error":
+		default:
+			t.Errorf("unexpected member %q in response", k)
+		}
+	}
+}
+
+func TestConformanceSeedExamples(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true, Version: "test"}, ServeOptions{})
+
+	// The full create example asks for egress and programmable mounts,
+	// which this build does not have: refused, saying so.
+	c.send(wrap(t, 1, "create", seedCreate))
+	m := c.next(1, time.Minute)
+	checkEnvelope(t, m, "1")
+	e := wantError(t, m, api.CodeUnsupported)
+	if !strings.Contains(e.Message, "egress") || !strings.Contains(e.Message, "no network") {
+		t.Errorf("create with network: message %q should say egress is not in this build and no network is the default", e.Message)
+	}
+	c.send(wrap(t, 2, "create", without(t, seedCreate, "network")))
+	e = wantError(t, c.next(2, time.Minute), api.CodeUnsupported)
+	if !strings.Contains(e.Message, "vfs") {
+		t.Errorf("create with vfs: message %q should name vfs", e.Message)
+	}
+	// Without network and vfs, the example still names an image this
+	// build does not have.
+	c.send(wrap(t, 3, "create", without(t, seedCreate, "network", "vfs")))
+	e = wantError(t, c.next(3, time.Minute), api.CodeUnsupported)
+	if !strings.Contains(e.Message, "image") {
+		t.Errorf("create with image standard: message %q should name the image", e.Message)
+	}
+	// The rest of the example works.
+	c.send(wrap(t, 4, "create", without(t, seedCreate, "network", "vfs", "image")))
+	m = c.next(4, time.Minute)
+	checkEnvelope(t, m, "4")
+	var cr map[string]json.RawMessage
+	if err := json.Unmarshal(m["result"], &cr); err != nil {
+		t.Fatalf("create: %v (%s)", err, m["error"])
+	}
+	var sbID, isolation string
+	var env map[string]string
+	_ = json.Unmarshal(cr["sandbox_id"], &sbID)
+	_ = json.Unmarshal(cr["isolation"], &isolation)
+	_ = json.Unmarshal(cr["env"], &env)
+	if !strings.HasPrefix(sbID, "sb-") || isolation != "process" {
+		t.Errorf("create result: sandbox_id %q isolation %q", sbID, isolation)
+	}
+	if len(env) != 1 || env["OPENAI_API_KEY"] != "${OPENAI_API_KEY}" {
+		t.Errorf("create result env = %v, want the env as given", env)
+	}
+
+	// exec, the request line verbatim.
+	c.send(seedExecLine)
+	m = c.next(1, time.Minute)
+	checkEnvelope(t, m, "1")
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(m["result"], &res); err != nil {
+		t.Fatalf("exec: %v (%s)", err, m["error"])
+	}
+	if string(res["exit_code"]) != "0" || string(res["stdout"]) != `"aGVsbG8K"` {
+		t.Errorf("exec echo hello: exit_code %s stdout %s, want 0 \"aGVsbG8K\"", res["exit_code"], res["stdout"])
+	}
+	for _, k := range []string{"duration_ms", "cpu_time_ms", "peak_memory_bytes", "signal"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("exec result has no %s: %v", k, res)
+		}
+	}
+	if string(res["killed_by"]) != "null" {
+		t.Errorf("killed_by = %s, want null", res["killed_by"])
+	}
+	if _, ok := res["done"]; ok {
+		t.Errorf("exec result has done: %v", res)
+	}
+
+	// write_file, read_file, list_files.
+	script := "print('hello from python')\n"
+	c.send(wrap(t, 5, "write_file", strings.Replace(seedWriteFile, "%s", b64(script), 1)))
+	m = c.next(5, time.Minute)
+	checkEnvelope(t, m, "5")
+	if string(m["result"]) != `{"size":`+itoa(len(script))+`}` {
+		t.Errorf("write_file result %s", m["result"])
+	}
+	c.send(wrap(t, 6, "read_file", seedReadFile))
+	m = c.next(6, time.Minute)
+	checkEnvelope(t, m, "6")
+	var rf api.ReadFileResult
+	if err := json.Unmarshal(m["result"], &rf); err != nil {
+		t.Fatalf("read_file: %v (%s)", err, m["error"])
+	}
+	if unb64(t, rf.Content) != script || rf.Size != int64(len(script)) || rf.Mode != 420 {
+		t.Errorf("read_file = %+v", rf)
+	}
+	c.send(wrap(t, 7, "list_files", seedListFiles))
+	m = c.next(7, time.Minute)
+	checkEnvelope(t, m, "7")
+	var lf struct {
+		Files []map[string]json.RawMessage `json:"files"`
+	}
+	if err := json.Unmarshal(m["result"], &lf); err != nil {
+		t.Fatalf("list_files: %v (%s)", err, m["error"])
+	}
+	found := false
+	for _, f := range lf.Files {
+		if string(f["name"]) == `"hello.py"` {
+			found = true
+			if string(f["size"]) != itoa(len(script)) || string(f["mode"]) != "420" || string(f["is_dir"]) != "false" {
+				t.Errorf("list_files entry %v", f)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("list_files: no hello.py in %s", m["result"])
+	}
+
+	// The exec example, with python3 (this machine has no "python").
+	r := c.exec(8, map[string]any{"command": "python3 /workspace/hello.py", "working_dir": "/workspace"})
+	if r.ExitCode != 0 || unb64(t, r.Stdout) != "hello from python\n" {
+		t.Errorf("python3: %+v", r)
+	}
+
+	// exec_stream: several responses with the request's id, then one
+	// with done and the exit status.
+	c.request(9, api.MethodExecStream, map[string]any{"command": "printf one; sleep 0.2; printf two; echo oops >&2; sleep 0.2; exit 3"})
+	var stdout, stderr string
+	chunks := 0
+	for {
+		m := c.next(9, time.Minute)
+		checkEnvelope(t, m, "9")
+		var part map[string]json.RawMessage
+		if err := json.Unmarshal(m["result"], &part); err != nil {
+			t.Fatalf("exec_stream: %v (%s)", err, m["error"])
+		}
+		if string(part["done"]) == "true" {
+			if string(part["exit_code"]) != "3" || part["duration_ms"] == nil {
+				t.Errorf("final exec_stream response %s", m["result"])
+			}
+			if part["stdout"] != nil || part["stderr"] != nil {
+				t.Errorf("final response carries output: %s", m["result"])
+			}
+			break
+		}
+		chunks++
+		if len(part) != 1 {
+			t.Errorf("chunk %s: want exactly one of stdout and stderr", m["result"])
+		}
+		var s string
+		if raw, ok := part["stdout"]; ok {
+			_ = json.Unmarshal(raw, &s)
+			stdout += unb64(t, s)
+		}
+		if raw, ok := part["stderr"]; ok {
+			_ = json.Unmarshal(raw, &s)
+			stderr += unb64(t, s)
+		}
+	}
+	if stdout != "onetwo" || stderr != "oops\n" || chunks < 2 {
+		t.Errorf("exec_stream: stdout %q stderr %q in %d chunks", stdout, stderr, chunks)
+	}
+
+	// close, then the sandbox is gone.
+	c.send(wrap(t, 10, "close", seedClose))
+	m = c.next(10, time.Minute)
+	checkEnvelope(t, m, "10")
+	if string(m["result"]) != "{}" {
+		t.Errorf("close result %s", m["result"])
+	}
+	if sb := c.sandboxFor(sbID); !waitFor(5*time.Second, func() bool { return stopped(sb) }) {
+		t.Error("the sandbox still runs after close")
+	}
+	wantError(t, c.call(11, api.MethodExec, map[string]any{"command": "true"}), api.CodeNotRunning)
+}
+
+// TestConformanceStartFailed checks the error example: a sandbox that
+// cannot start.
+func TestConformanceStartFailed(t *testing.T) {
+	c := newClient(t, Options{AllowCreate: true, Create: func(context.Context, airlock.Config) (*airlock.Sandbox, error) {
+		return nil, errors.New("VM failed to start")
+	}}, ServeOptions{})
+	m := c.call(1, api.MethodCreate, nil)
+	checkEnvelope(t, m, "1")
+	e := wantError(t, m, api.CodeStartFailed)
+	if !strings.Contains(e.Message, "VM failed to start") {
+		t.Errorf("message %q", e.Message)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCreateParams checks which create params this build accepts.
+func TestCreateParams(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	ok := []map[string]any{
+		{"network": nil, "vfs": nil},
+		{"network": map[string]any{}, "vfs": map[string]any{}},
+		{"network": map[string]any{"allowed_hosts": []string{}, "block_private_ips": true, "secrets": map[string]any{}}},
+		{"vfs": map[string]any{"mounts": map[string]any{}}},
+	}
+	for i, p := range ok {
+		c.create(fmt.Sprintf("ok-%d", i), p)
+	}
+	refused := []struct {
+		params map[string]any
+		code   int
+		says   string
+	}{
+		{map[string]any{"network": map[string]any{"allowed_hosts": []string{"example.com"}}}, api.CodeUnsupported, "egress"},
+		{map[string]any{"network": map[string]any{"policy_script": "def f(): pass"}}, api.CodeUnsupported, "egress"},
+		{map[string]any{"network": map[string]any{"proxy": "x"}}, api.CodeUnsupported, "egress"},
+		{map[string]any{"network": "none"}, api.CodeUnsupported, "egress"},
+		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/w": map[string]any{"type": "memory"}}}}, api.CodeUnsupported, "vfs"},
+		{map[string]any{"resources": map[string]any{"cpus": "two"}}, api.CodeInvalidParams, `"resources.cpus"`},
+		{map[string]any{"resources": map[string]any{"memory_mb": 1}}, api.CodeInvalidParams, "memory_mb"},
+		{map[string]any{"isolation": "teleport"}, api.CodeInvalidParams, "isolation"},
+		{map[string]any{"env": map[string]any{"A=B": "x"}}, api.CodeInvalidParams, "A=B"},
+		{map[string]any{"isolation": "vm"}, api.CodeUnsupported, "doctor"},
+	}
+	for i, r := range refused {
+		e := wantError(t, c.call(fmt.Sprintf("bad-%d", i), api.MethodCreate, r.params), r.code)
+		if !strings.Contains(e.Message, r.says) {
+			t.Errorf("create %v: message %q should mention %s", r.params, e.Message, r.says)
+		}
+	}
+}

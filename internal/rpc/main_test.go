@@ -1,0 +1,106 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// testEnv is what the tests that start sandboxes share: the agent binary,
+// built once, and the state directory.
+var testEnv struct {
+	once     sync.Once
+	dir      string
+	agent    string
+	buildErr error
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "airlock-rpc-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	// Sandboxes run as other users when the tests run as root: they must
+	// be able to reach the agent.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	os.Setenv("AIRLOCK_HOME", home)
+	testEnv.dir = dir
+	return m.Run()
+}
+
+// needAgent builds the agent the first time a test needs sandboxes.
+func needAgent(t testing.TB) {
+	t.Helper()
+	testEnv.once.Do(func() {
+		agent := filepath.Join(testEnv.dir, "airlock-guest")
+		cmd := exec.Command("go", "build", "-o", agent, "./cmd/airlock-guest")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testEnv.buildErr = fmt.Errorf("build airlock-guest: %v\n%s", err, out)
+			return
+		}
+		testEnv.agent = agent
+		os.Setenv("AIRLOCK_AGENT", agent)
+	})
+	if testEnv.buildErr != nil {
+		t.Fatal(testEnv.buildErr)
+	}
+}
+
+// created records the sandboxes a test's server created.
+type created struct {
+	mu  sync.Mutex
+	sbs []*airlock.Sandbox
+}
+
+func (c *created) create(ctx context.Context, cfg airlock.Config) (*airlock.Sandbox, error) {
+	sb, err := airlock.Create(ctx, cfg)
+	if err == nil {
+		c.mu.Lock()
+		c.sbs = append(c.sbs, sb)
+		c.mu.Unlock()
+	}
+	return sb, err
+}
+
+func (c *created) list() []*airlock.Sandbox {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*airlock.Sandbox(nil), c.sbs...)
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

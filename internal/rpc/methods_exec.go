@@ -1,0 +1,252 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// maxTimeoutSeconds bounds timeout_seconds to what a time.Duration holds.
+const maxTimeoutSeconds = 1e9
+
+// exec runs a command and answers with its buffered output.
+func (ss *session) exec(ctx context.Context, j *job) (any, error) {
+	return ss.runExec(ctx, j, false)
+}
+
+// execStream runs a command and streams its output: as responses with the
+// request's id, or as "exec.output" notifications; the final response has
+// done true.
+func (ss *session) execStream(ctx context.Context, j *job) (any, error) {
+	return ss.runExec(ctx, j, true)
+}
+
+func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error) {
+	method := j.req.method
+	var p api.ExecParams
+	if e := decodeParams(method, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	cmd, stdin, e := execCommand(method, &p, stream)
+	if e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if stream {
+		notify := p.Mode == api.ModeNotifications
+		cmd.Stdout = &chunkWriter{out: ss.out, id: j.req.id, notify: notify}
+		cmd.Stderr = &chunkWriter{out: ss.out, id: j.req.id, notify: notify, stderr: true}
+	}
+	j.releaseLine()
+	start := time.Now()
+	proc, err := sbe.sb.Start(ctx, cmd)
+	if err != nil {
+		return nil, execError(ctx, sbe, cmd.Argv, err)
+	}
+	t := &execTarget{p: proc, tty: p.TTY, openStdin: p.OpenStdin}
+	if j.op != nil {
+		j.op.started(sbe.sb.ID(), t)
+	}
+	// The request's own stdin goes first; "stdin" requests wait for it,
+	// signals and cancels do not.
+	go func() {
+		if p.OpenStdin && len(stdin) > 0 {
+			if err := proc.WriteStdin(stdin); err != nil {
+				ss.log.Debug("write initial stdin", "err", err)
+			}
+		}
+		if j.op != nil {
+			j.op.stdinWritten()
+		}
+	}()
+	res, err := proc.Wait()
+	if ctx.Err() != nil {
+		// The session ended and killed the command: the request was
+		// cancelled, whatever the agent managed to report.
+		return nil, commonError(ctx, sbe, ctx.Err())
+	}
+	if err != nil {
+		if j.op == nil || !j.op.cancelled.Load() {
+			return nil, execError(ctx, sbe, cmd.Argv, err)
+		}
+		// Cancelled: the whole tree was killed and the agent's stream
+		// closed before it could report the exit.
+		res = &airlock.ExecResult{ExitCode: 128 + int(syscall.SIGKILL), Signal: int(syscall.SIGKILL), KilledBy: airlock.KilledBySignal, Duration: time.Since(start)}
+	}
+	return execResult(res, stream), nil
+}
+
+// execCommand checks exec params and builds the command; stdin is the
+// decoded input.
+func execCommand(method string, p *api.ExecParams, stream bool) (airlock.Command, []byte, *api.Error) {
+	var cmd airlock.Command
+	switch {
+	case p.Command != "" && len(p.Argv) > 0:
+		return cmd, nil, invalidParams("%s params: give command (a shell line) or argv (a program and its arguments), not both", method)
+	case len(p.Argv) > 0:
+		cmd.Argv = p.Argv
+	case p.Command != "":
+		cmd.Argv = []string{"/bin/sh", "-c", p.Command}
+	default:
+		return cmd, nil, invalidParams(`%s params: give command (a shell line, e.g. "ls -l") or argv (e.g. ["ls","-l"])`, method)
+	}
+	if p.TimeoutSeconds < 0 || p.TimeoutSeconds > maxTimeoutSeconds || math.IsNaN(p.TimeoutSeconds) {
+		return cmd, nil, invalidParams("%s params: timeout_seconds must be between 0 (none) and %g", method, float64(maxTimeoutSeconds))
+	}
+	switch {
+	case !stream && p.Mode != "":
+		return cmd, nil, invalidParams("%s params: mode applies to exec_stream only: leave it out", method)
+	case p.Mode != "" && p.Mode != api.ModeResponses && p.Mode != api.ModeNotifications:
+		return cmd, nil, invalidParams("%s params: mode %s is not %q or %q", method, quote(p.Mode), api.ModeResponses, api.ModeNotifications)
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return cmd, nil, invalidParams("%s params: environment variable name %s is invalid", method, quote(k))
+		}
+	}
+	stdin, e := decodeBase64(method, "stdin", p.Stdin)
+	if e != nil {
+		return cmd, nil, e
+	}
+	cmd.Env = p.Env
+	cmd.Dir = p.WorkingDir
+	cmd.OpenStdin = p.OpenStdin
+	cmd.TTY, cmd.Rows, cmd.Cols = p.TTY, p.Rows, p.Cols
+	cmd.Timeout = time.Duration(p.TimeoutSeconds * float64(time.Second))
+	if !p.OpenStdin && len(stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	return cmd, stdin, nil
+}
+
+// execResult is res on the wire: with its output when buffered, marked
+// done when it ends a stream.
+func execResult(res *airlock.ExecResult, stream bool) api.ExecResult {
+	r := api.ExecResult{
+		ExitCode:        res.ExitCode,
+		StdoutTruncated: res.StdoutTruncated,
+		StderrTruncated: res.StderrTruncated,
+		DurationMs:      res.Duration.Milliseconds(),
+		CPUTimeMs:       res.CPUTime.Milliseconds(),
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		Signal:          res.Signal,
+		LimitsHit:       res.LimitsHit,
+		Done:            stream,
+	}
+	if res.KilledBy != "" {
+		k := string(res.KilledBy)
+		r.KilledBy = &k
+	}
+	if !stream {
+		r.Stdout = base64.StdEncoding.EncodeToString(res.Stdout)
+		r.Stderr = base64.StdEncoding.EncodeToString(res.Stderr)
+	}
+	return r
+}
+
+// chunkWriter sends a command's output as it arrives. A slow client slows
+// the command down (the agent's streams have flow control) rather than
+// filling memory.
+type chunkWriter struct {
+	out    *lineWriter
+	id     json.RawMessage
+	notify bool
+	stderr bool
+}
+
+func (w *chunkWriter) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	enc := base64.StdEncoding.EncodeToString(b)
+	var c api.ExecChunk
+	if w.stderr {
+		c.Stderr = enc
+	} else {
+		c.Stdout = enc
+	}
+	if err := w.send(c); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// send sends one chunk.
+func (w *chunkWriter) send(c api.ExecChunk) error {
+	if w.notify {
+		c.ID = w.id
+		return w.out.notify(api.NotifyExecOutput, c)
+	}
+	return w.out.reply(w.id, c)
+}
+
+// execTarget is a running exec, for "stdin", "signal", "resize", "cancel".
+type execTarget struct {
+	p         *airlock.Process
+	tty       bool
+	openStdin bool
+
+	mu          sync.Mutex
+	stdinClosed bool
+}
+
+func (t *execTarget) checkStdin() error {
+	if !t.openStdin && !t.tty {
+		return invalidParams("this exec was started without open_stdin: start it with open_stdin true to write to its stdin, or give all input in its stdin param")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stdinClosed {
+		return invalidParams("the stdin of this exec is already closed")
+	}
+	return nil
+}
+
+func (t *execTarget) writeStdin(b []byte) error {
+	if err := t.checkStdin(); err != nil {
+		return err
+	}
+	return t.p.WriteStdin(b)
+}
+
+func (t *execTarget) closeStdin() error {
+	if err := t.checkStdin(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.stdinClosed = true
+	t.mu.Unlock()
+	return t.p.CloseStdin()
+}
+
+func (t *execTarget) signal(sig syscall.Signal) error { return t.p.Signal(sig) }
+
+func (t *execTarget) resize(rows, cols uint16) error {
+	if !t.tty {
+		return invalidParams("this exec has no terminal: start it with tty true to resize it")
+	}
+	return t.p.Resize(rows, cols)
+}
+
+func (t *execTarget) cancel() error { return t.p.Kill() }
+
+func (t *execTarget) ended() bool {
+	select {
+	case <-t.p.Done():
+		return true
+	default:
+		return false
+	}
+}

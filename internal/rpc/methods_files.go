@@ -1,0 +1,226 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// writeFile writes a whole file.
+func (ss *session) writeFile(ctx context.Context, j *job) (any, error) {
+	var p api.WriteFileParams
+	if e := decodeParams(api.MethodWriteFile, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodWriteFile, p.Path); e != nil {
+		return nil, e
+	}
+	data, e := decodeBase64(api.MethodWriteFile, "content", p.Content)
+	if e != nil {
+		return nil, e
+	}
+	mode, e := fileMode(api.MethodWriteFile, p.Mode, 0o644)
+	if e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sbe.sb.WriteFile(ctx, p.Path, data, mode); err != nil {
+		return nil, fileError(ctx, sbe, "write", p.Path, err)
+	}
+	return api.WriteFileResult{Size: int64(len(data))}, nil
+}
+
+// readFile reads a whole file, within max_bytes and what fits in one
+// response.
+func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
+	var p api.ReadFileParams
+	if e := decodeParams(api.MethodReadFile, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodReadFile, p.Path); e != nil {
+		return nil, e
+	}
+	limit := ss.opts.maxReadBytes()
+	maxBytes := p.MaxBytes
+	switch {
+	case maxBytes < 0:
+		return nil, invalidParams("read_file params: max_bytes must not be negative")
+	case maxBytes == 0:
+		maxBytes = min(DefaultMaxReadBytes, limit)
+	case maxBytes > limit:
+		return nil, rpcError(api.CodeLimitExceeded, "read_file: max_bytes %d does not fit in one message (at most %d bytes, base64-encoded in a %d byte message): read the file in parts with exec (for example with dd), or raise the message limit (airlock rpc --max-message-mb)", maxBytes, limit, ss.opts.MaxMessage)
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	// Hold the file's size against the budget of file data in flight,
+	// so that many large reads at once wait rather than fill memory.
+	info, err := sbe.sb.Stat(ctx, p.Path)
+	if err != nil {
+		return nil, fileError(ctx, sbe, "read", p.Path, err)
+	}
+	buf := &budgetBuffer{b: ss.readBytes, held: min(max(info.Size, 0), maxBytes)}
+	if err := ss.readBytes.acquire(ctx, buf.held); err != nil {
+		return nil, commonError(ctx, sbe, err)
+	}
+	defer buf.release()
+	fi, err := sbe.sb.ReadFileTo(ctx, p.Path, buf, maxBytes)
+	if err != nil {
+		if buf.overBudget {
+			return nil, rpcError(api.CodeLimitExceeded, "read %s: the file grew while being read and the server holds too much file data for other requests: retry", quote(p.Path))
+		}
+		return nil, fileError(ctx, sbe, "read", p.Path, err)
+	}
+	return api.ReadFileResult{
+		Content: base64.StdEncoding.EncodeToString(buf.buf.Bytes()),
+		Size:    int64(buf.buf.Len()),
+		Mode:    uint32(fi.Mode),
+	}, nil
+}
+
+// errOverBudget stops a read that outgrew its share of the budget.
+var errOverBudget = errors.New("file data in flight over budget")
+
+// budgetBuffer collects a file's content within the bytes it holds of a
+// budget, taking more (without waiting, which could deadlock with other
+// reads) when the file turns out larger.
+type budgetBuffer struct {
+	b          *budget
+	held       int64
+	buf        bytes.Buffer
+	overBudget bool
+}
+
+func (w *budgetBuffer) Write(p []byte) (int, error) {
+	if need := int64(w.buf.Len()+len(p)) - w.held; need > 0 {
+		if !w.b.tryAcquire(need) {
+			w.overBudget = true
+			return 0, errOverBudget
+		}
+		w.held += need
+	}
+	return w.buf.Write(p)
+}
+
+func (w *budgetBuffer) release() { w.b.release(w.held) }
+
+// listFiles lists a directory.
+func (ss *session) listFiles(ctx context.Context, j *job) (any, error) {
+	var p api.PathParams
+	if e := decodeParams(api.MethodListFiles, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodListFiles, p.Path); e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	files, err := sbe.sb.ListFiles(ctx, p.Path)
+	if err != nil {
+		return nil, fileError(ctx, sbe, "list", p.Path, err)
+	}
+	res := api.ListFilesResult{Files: make([]api.FileInfo, 0, len(files))}
+	for _, f := range files {
+		res.Files = append(res.Files, fileInfo(f))
+	}
+	return res, nil
+}
+
+// stat describes a file without following a final symlink.
+func (ss *session) stat(ctx context.Context, j *job) (any, error) {
+	var p api.PathParams
+	if e := decodeParams(api.MethodStat, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodStat, p.Path); e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := sbe.sb.Stat(ctx, p.Path)
+	if err != nil {
+		return nil, fileError(ctx, sbe, "stat", p.Path, err)
+	}
+	return fileInfo(fi), nil
+}
+
+// mkdir creates a directory (with parents: and any missing parents).
+func (ss *session) mkdir(ctx context.Context, j *job) (any, error) {
+	var p api.MkdirParams
+	if e := decodeParams(api.MethodMkdir, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodMkdir, p.Path); e != nil {
+		return nil, e
+	}
+	mode, e := fileMode(api.MethodMkdir, p.Mode, 0o755)
+	if e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sbe.sb.Mkdir(ctx, p.Path, mode, p.Parents); err != nil {
+		return nil, fileError(ctx, sbe, "mkdir", p.Path, err)
+	}
+	// The embed API reports writes and removals, not directories made.
+	ss.events.publish(airlock.Event{Type: airlock.EventFile, Timestamp: time.Now().Unix(), SandboxID: sbe.sb.ID(), File: &airlock.FileEvent{Op: "mkdir", Path: p.Path}})
+	return struct{}{}, nil
+}
+
+// remove removes a file or empty directory; with recursive, a tree.
+func (ss *session) remove(ctx context.Context, j *job) (any, error) {
+	var p api.RemoveParams
+	if e := decodeParams(api.MethodRemove, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodRemove, p.Path); e != nil {
+		return nil, e
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sbe.sb.Remove(ctx, p.Path, p.Recursive); err != nil {
+		return nil, fileError(ctx, sbe, "remove", p.Path, err)
+	}
+	return struct{}{}, nil
+}
+
+func needPath(method, path string) *api.Error {
+	if path == "" {
+		return invalidParams(`%s params: "path" is required: give an absolute path inside the sandbox, such as "/workspace/file.txt"`, method)
+	}
+	return nil
+}
+
+// fileMode checks a mode param; 0 means def.
+func fileMode(method string, mode uint32, def fs.FileMode) (fs.FileMode, *api.Error) {
+	if mode == 0 {
+		return def, nil
+	}
+	if mode > 0o777 {
+		return 0, invalidParams("%s params: mode %d (%#o) has bits beyond the permission bits 0777: give permissions only, e.g. 420 for 0644", method, mode, mode)
+	}
+	return fs.FileMode(mode), nil
+}
+
+// fileInfo is fi on the wire.
+func fileInfo(fi airlock.FileInfo) api.FileInfo {
+	return api.FileInfo{Name: fi.Name, Size: fi.Size, Mode: uint32(fi.Mode), IsDir: fi.IsDir, ModTime: fi.ModTime, Link: fi.Link}
+}
