@@ -51,6 +51,7 @@ unit:
 # Each fuzz target runs briefly on top of its committed corpus.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./internal/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzServeLine$$' -fuzztime $(FUZZTIME) ./internal/rpc
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
