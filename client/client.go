@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -217,19 +216,6 @@ func findBinary(bin string) (string, error) {
 		return "", fmt.Errorf("airlock client: no airlock executable: set Options.Binary or $AIRLOCK_BIN, or put airlock on PATH (%w)", err)
 	}
 	return p, nil
-}
-
-// Dial connects to the control socket of a detached sandbox (a unix
-// stream socket speaking the same JSON-RPC lines). Options.Binary, Args,
-// Env and Stderr do not apply. Requests on a control socket may omit the
-// sandbox id: use c.Sandbox("").
-func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socketPath)
-	if err != nil {
-		return nil, fmt.Errorf("airlock client: connecting to control socket %s (is the sandbox still running?): %w", socketPath, err)
-	}
-	return NewClient(conn, opts), nil
 }
 
 // NewClient returns a client speaking JSON-RPC lines over rw. Close closes
@@ -449,8 +435,12 @@ func (c *Client) sendAs(ctx context.Context, id int64, method string, params jso
 	line = append(line, `,"params":`...)
 	line = append(line, params...)
 	line = append(line, "}\n"...)
-	if limit := c.maxMessage.Load(); limit > 0 && int64(len(line)) > limit {
-		return fmt.Errorf("airlock %s: the request is %d bytes, more than the server accepts (max_message_bytes %d); send less at once: %w", method, len(line), limit, ErrLimitExceeded)
+	// The server answers a line over its limit with an error it cannot
+	// give the request's id (it does not parse the line), so such a call
+	// would never get an answer: refuse it here.
+	if limit := c.maxMessage.Load(); limit > 0 && int64(len(line)-1) > limit {
+		return fmt.Errorf("airlock %s: the request is %d bytes, more than the server accepts (max_message_bytes %d): send less per request (a large file in parts), or raise the server's limit: %w",
+			method, len(line)-1, limit, ErrLimitExceeded)
 	}
 
 	c.mu.Lock()

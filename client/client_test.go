@@ -745,14 +745,86 @@ func TestAttach(t *testing.T) {
 	if _, err := io.ReadFull(p.Stdout(), buf); err != nil || string(buf) != "out" {
 		t.Fatalf("read %q, %v", buf, err)
 	}
-	// Leaving does not kill the detached sandbox's command.
+	var ap api.AttachParams
+	r.params(t, &ap)
+	if ap.Mode != api.ModeResponses || ap.SandboxID != "" {
+		t.Errorf("attach params %+v", ap)
+	}
+	// Leaving detaches.
 	cancel()
 	if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait: %v, want context.Canceled", err)
 	}
-	go func() { r := f.next(t); f.reply(r.ID, r.Method) }()
-	var m string
-	if err := c.Call(testCtx(t), "ping", nil, &m); err != nil || m != "ping" {
-		t.Errorf("next request was %q (%v), want ping", m, err)
+	cr := f.expect(t, api.MethodCancel)
+	var ref api.ExecRefParams
+	cr.params(t, &ref)
+	if string(ref.ID) != string(r.ID) {
+		t.Errorf("cancel %+v, want id %s", ref, r.ID)
+	}
+}
+
+func TestDial(t *testing.T) {
+	// Longer than a socket address holds: reached through the directory.
+	dir := t.TempDir() + "/" + strings.Repeat("d", 100)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := dir + "/ctl.sock"
+	addr, release, err := socketAddr(path)
+	if err != nil {
+		t.Skipf("socket path %s: %v", path, err)
+	}
+	ln, err := net.Listen("unix", addr)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		sc := bufio.NewScanner(conn)
+		for sc.Scan() {
+			var r fakeReq
+			json.Unmarshal(sc.Bytes(), &r)
+			var line []byte
+			if r.Method == api.MethodInfo {
+				line, _ = json.Marshal(api.Response{JSONRPC: "2.0", ID: r.ID, Result: json.RawMessage(`{"protocol":1,"max_message_bytes":100}`)})
+			} else {
+				line, _ = json.Marshal(api.Response{JSONRPC: "2.0", ID: r.ID, Result: r.Params})
+			}
+			conn.Write(append(line, '\n'))
+		}
+	}()
+	c, err := Dial(testCtx(t), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got string
+	if err := c.Call(testCtx(t), "echo", "hi", &got); err != nil || got != "hi" {
+		t.Errorf("Call: %q, %v", got, err)
+	}
+	// Dial learnt the server's message limit.
+	if err := c.Call(testCtx(t), "echo", strings.Repeat("x", 200), nil); !errors.Is(err, ErrLimitExceeded) {
+		t.Errorf("Call of 200 bytes: %v, want ErrLimitExceeded", err)
+	}
+	if _, err := Dial(testCtx(t), dir+"/nothing.sock", Options{}); err == nil || !strings.Contains(err.Error(), "is the sandbox still running") {
+		t.Errorf("Dial of a missing socket: %v", err)
+	}
+}
+
+func TestSocketPath(t *testing.T) {
+	t.Setenv("AIRLOCK_HOME", "/h")
+	if p, err := SocketPath("sb-1"); err != nil || p != "/h/sandboxes/sb-1/ctl.sock" {
+		t.Errorf("SocketPath = %q, %v", p, err)
+	}
+	for _, id := range []string{"", "..", "a/b"} {
+		if _, err := SocketPath(id); err == nil {
+			t.Errorf("SocketPath(%q) succeeded", id)
+		}
 	}
 }

@@ -27,6 +27,10 @@ type Event struct {
 	Timestamp int64
 	// SandboxID is the sandbox it happened in.
 	SandboxID string
+	// Dropped counts the events the server dropped just before this one
+	// because the client read too slowly (see also
+	// Client.DroppedEvents, the events this client dropped).
+	Dropped int64
 
 	Exec      *ExecEvent
 	File      *FileEvent
@@ -86,7 +90,7 @@ func decodeEvent(params json.RawMessage) (Event, error) {
 	if err := json.Unmarshal(params, &raw); err != nil {
 		return Event{}, err
 	}
-	ev := Event{Type: raw.Type, Timestamp: raw.Timestamp, SandboxID: raw.SandboxID, Raw: raw}
+	ev := Event{Type: raw.Type, Timestamp: raw.Timestamp, SandboxID: raw.SandboxID, Dropped: raw.Dropped, Raw: raw}
 	ev.Exec = decodeDetail[ExecEvent](raw.Exec)
 	ev.File = decodeDetail[FileEvent](raw.File)
 	ev.Network = decodeDetail[NetworkEvent](raw.Network)

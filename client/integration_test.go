@@ -62,6 +62,8 @@ func startReal(t *testing.T) *Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		t0 := time.Now()
+		defer func() { t.Logf("Close took %v", time.Since(t0)) }()
 		if err := c.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
@@ -318,5 +320,62 @@ func TestRealServerCloseTearsDown(t *testing.T) {
 	}
 	if _, err := sb.Exec(ctx, "true"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestRealControlSocket drives a detached sandbox through its control
+// socket: exec, files, and attach to its main command.
+func TestRealControlSocket(t *testing.T) {
+	if realBin == "" {
+		t.Skipf("no airlock binary to test against: %v", buildErr)
+	}
+	bin := filepath.Join(realBin, "airlock")
+	if err := exec.Command(bin, "attach", "--help").Run(); err != nil {
+		t.Skipf("%s has no detached sandboxes (attach --help: %v)", bin, err)
+	}
+	run := exec.Command(bin, "run", "--detach", "--timeout", "2m", "--", "sh", "-c", `read line; echo "got $line"; exit 7`)
+	run.Env = append(os.Environ(), "AIRLOCK_AGENT="+filepath.Join(realBin, "airlock-guest"))
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("airlock run --detach: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command(bin, "kill", id).Run() })
+
+	ctx := testCtx(t)
+	c, err := DialSandbox(ctx, id, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sb := c.Sandbox("")
+	res, err := sb.Exec(ctx, "echo hi")
+	if err != nil || string(res.Stdout) != "hi\n" {
+		t.Fatalf("Exec: %+v, %v", res, err)
+	}
+	if err := sb.WriteFile(ctx, "/workspace/f", []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sb.ReadFile(ctx, "/workspace/f"); err != nil || string(b) != "data" {
+		t.Fatalf("ReadFile: %q, %v", b, err)
+	}
+	if _, err := c.Create(ctx, api.CreateParams{}); !errors.Is(err, ErrPermissionDenied) {
+		t.Errorf("Create on a control socket: %v, want ErrPermissionDenied", err)
+	}
+
+	p, err := sb.Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(p.Stdin(), "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(p.Stdout())
+	if err != nil || string(got) != "got ping\n" {
+		t.Errorf("attach output %q, %v", got, err)
+	}
+	res, err = p.Wait()
+	if err != nil || res.ExitCode != 7 {
+		t.Errorf("Wait: %+v, %v; want exit code 7", res, err)
 	}
 }

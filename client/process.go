@@ -138,16 +138,18 @@ func (s *Sandbox) start(ctx context.Context, params api.ExecParams, stdin io.Rea
 	return p, nil
 }
 
-// Attach streams the output of a detached sandbox's main command (the
-// "attach" method, control socket only). Stdin writes to the command.
-// If ctx ends, the client stops listening (reads and Wait return
-// ctx.Err()) but the command keeps running; Cancel kills it.
+// Attach follows the main command of a detached sandbox (the "attach"
+// method, on its control socket): its output from now on, its result when
+// it ends. Stdin writes to the command. Ending ctx or calling Cancel
+// detaches (Wait then returns ctx.Err(), or an *Error matching
+// ErrCancelled) and the command goes on. A command that outputs faster
+// than it is read detaches the same way, with ErrOutputOverflow.
 func (s *Sandbox) Attach(ctx context.Context) (*Process, error) {
 	p := s.c.newProcess(ctx, api.MethodAttach, s.id)
 	p.stdout = &pipeReader{p: p, i: stdoutStream}
 	p.stderr = &pipeReader{p: p, i: stderrStream}
 	p.stdin = &stdinWriter{p: p}
-	if err := p.launch(api.SandboxParams{SandboxID: s.id}); err != nil {
+	if err := p.launch(api.AttachParams{SandboxID: s.id, Mode: api.ModeResponses}); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -175,13 +177,11 @@ func (p *Process) launch(params any) error {
 	return nil
 }
 
-// kills reports whether cancelling the request kills the command.
-func (p *Process) kills() bool { return p.method == api.MethodExecStream }
-
-// abandon stops listening because ctx ended, and kills the command.
+// abandon stops listening because ctx ended, and cancels the request:
+// that kills a command, and ends an attach.
 func (p *Process) abandon(err error) {
 	p.c.forget(p.id)
-	if p.finish(nil, err, err, false) && p.kills() {
+	if p.finish(nil, err, err, false) {
 		p.c.cancelExec(p.id, p.sandboxID)
 	}
 }
@@ -230,7 +230,7 @@ func (p *Process) deliver(m *message) bool {
 	}
 	if err != nil {
 		err = fmt.Errorf("airlock %s: protocol error in a response: %w", p.method, err)
-		if p.finish(nil, err, err, false) && p.kills() {
+		if p.finish(nil, err, err, false) {
 			p.c.cancelExec(p.id, p.sandboxID)
 		}
 		return true
@@ -254,7 +254,7 @@ func (p *Process) deliver(m *message) bool {
 	if overflow {
 		err := fmt.Errorf("%w: more than %s buffered; read Stdout and Stderr while the command runs (or use StartWith), or raise Options.MaxBufferedOutput",
 			ErrOutputOverflow, formatBytes(p.limit))
-		if p.finish(nil, err, err, true) && p.kills() {
+		if p.finish(nil, err, err, true) {
 			p.c.cancelExec(p.id, p.sandboxID)
 		}
 		return true
@@ -338,7 +338,8 @@ func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // Cancel kills the command and every process it started; Wait then
-// returns the result (KilledBy "signal") or the server's error.
+// returns the result (KilledBy "signal") or the server's error. For an
+// Attach, Cancel detaches and the command goes on.
 func (p *Process) Cancel(ctx context.Context) error {
 	return p.c.call(ctx, api.MethodCancel, api.ExecRefParams{SandboxID: p.sandboxID, ID: idJSON(p.id)}, nil)
 }
@@ -391,7 +392,7 @@ func (p *Process) copyOut(i int, w io.Writer) {
 			}
 			ended := p.ended
 			p.mu.Unlock()
-			if !ended && p.kills() {
+			if !ended {
 				p.c.cancelExec(p.id, p.sandboxID)
 			}
 			return

@@ -152,10 +152,12 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 }
 
 // ReadFile returns the content of the file at path. A missing file is an
-// error matching fs.ErrNotExist.
+// error matching fs.ErrNotExist. A file larger than one message holds
+// (Info's MaxMessageBytes, less a quarter for base64) is refused with an
+// *Error whose FileErrorKind is FileTooLarge: read it in parts with Exec.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	var r api.ReadFileResult
-	if err := s.c.call(ctx, api.MethodReadFile, api.PathParams{SandboxID: s.id, Path: path}, &r); err != nil {
+	if err := s.c.call(ctx, api.MethodReadFile, api.ReadFileParams{SandboxID: s.id, Path: path}, &r); err != nil {
 		return nil, err
 	}
 	b, err := decodeBase64("file content", r.Content)
