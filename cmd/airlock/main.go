@@ -49,6 +49,18 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newVersionCmd(), newDoctorCmd())
+	var rpcMode bool
+	root.Flags().BoolVar(&rpcMode, "rpc", false, "serve JSON-RPC on stdin/stdout (same as airlock rpc)")
+	rpcCmd := newRPCCmd()
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if !rpcMode {
+			return cmd.Help()
+		}
+		rpcCmd.SetContext(cmd.Context())
+		return rpcCmd.RunE(rpcCmd, nil)
+	}
+	root.AddCommand(newRunCmd(), newExecCmd(), newAttachCmd(), newCpCmd(), newLogsCmd(),
+		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(),
+		rpcCmd, newSuperviseCmd(), newVersionCmd(), newDoctorCmd())
 	return root
 }

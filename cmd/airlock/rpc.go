@@ -65,12 +65,14 @@ func logLevel(cmd *cobra.Command) (slog.Level, error) {
 func rpcOptions(cmd *cobra.Command) rpc.Options {
 	mb, _ := cmd.Flags().GetInt64("max-message-mb")
 	level, _ := logLevel(cmd)
-	return rpc.Options{
+	opts := rpc.Options{
 		Version:     version,
 		MaxMessage:  mb << 20,
 		AllowCreate: true,
 		Logger:      slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})),
 	}
+	recordSandboxes(&opts)
+	return opts
 }
 
 // runRPC serves one session on the command's stdin and stdout.

@@ -37,6 +37,7 @@ type runFlags struct {
 	asJSON      bool
 	allowPtrace bool
 	quiet       bool
+	detach      bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -54,9 +55,14 @@ failed, 126/127 when the command could not be run or was not found.`,
   airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
   airlock run -it -- bash
   echo data | airlock run -- wc -c
-  airlock run --json -- ls /`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd.Context(), &f, args) },
+  airlock run --json -- ls /
+  airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !f.detach {
+				return errors.New("give the command to run after --, or --detach for a sandbox that waits for airlock exec")
+			}
+			return runRun(cmd.Context(), &f, args)
+		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
@@ -78,6 +84,7 @@ failed, 126/127 when the command could not be run or was not found.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
 	return cmd
 }
 
@@ -176,6 +183,12 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	cfg, err := f.config()
 	if err != nil {
 		return err
+	}
+	if f.detach {
+		if f.interactive {
+			return errors.New("--detach and --interactive cannot be combined: use airlock attach to reach a detached command's input")
+		}
+		return runDetached(ctx, f, cfg, args)
 	}
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")

@@ -1,0 +1,163 @@
+// Package lifecycle ties a running sandbox to the state directory: it
+// records the sandbox as running under this supervisor, serves its control
+// socket (the same JSON-RPC as `airlock rpc`, scoped to that sandbox) and
+// records how it ended. Both kinds of supervisor use it: the process of
+// `airlock run --detach` and an `airlock rpc` server.
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/rpc"
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+// Options describe the sandbox being supervised.
+type Options struct {
+	Store *state.Store
+	// Kind says who supervises: state.KindDetached or state.KindRPC.
+	Kind string
+	// Command is the main command, if any.
+	Command []string
+	// Config is the sandbox configuration as the user gave it; secret
+	// values are redacted before it is stored.
+	Config json.RawMessage
+	// Server serves control connections; default: a server that cannot
+	// create sandboxes.
+	Server *rpc.Server
+	// Main is the main command of a detached sandbox, for `attach`.
+	Main rpc.Main
+	// Events delivers the sandbox's events to control sessions; the
+	// sandbox's Config.OnEvent must feed it (an *rpc.Hub).
+	Events rpc.EventSource
+	// Logger receives diagnostics.
+	Logger *slog.Logger
+}
+
+// Supervision is a sandbox recorded as running under this process.
+type Supervision struct {
+	id    string
+	store *state.Store
+	ln    net.Listener
+	log   *slog.Logger
+	// cancel ends the control sessions; wg waits for them.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	endOnce sync.Once
+}
+
+// Begin records sb as running under this process and starts serving its
+// control socket. Call End once the sandbox has stopped.
+func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Server == nil {
+		o.Server = rpc.NewServer(rpc.Options{Logger: o.Logger})
+	}
+	self := os.Getpid()
+	start, err := state.ProcessStartTime(self)
+	if err != nil {
+		return nil, fmt.Errorf("record sandbox %s: %w", sb.ID(), err)
+	}
+	cfg := sb.Config()
+	rec := state.Record{
+		ID:         sb.ID(),
+		Status:     state.StatusRunning,
+		Isolation:  string(cfg.Isolation),
+		Image:      imageName(cfg),
+		Command:    o.Command,
+		CreatedAt:  time.Now(),
+		Supervisor: state.Supervisor{PID: self, StartTime: start},
+		Kind:       o.Kind,
+		Config:     state.Redact(o.Config),
+	}
+	if err := o.Store.Register(rec); err != nil {
+		return nil, fmt.Errorf("record sandbox %s: %w", sb.ID(), err)
+	}
+	ln, err := listen(o.Store.Dir(sb.ID()), "ctl.sock")
+	if err != nil {
+		_ = o.Store.Update(sb.ID(), func(r *state.Record) { markStopped(r, "control socket failed", nil) })
+		return nil, fmt.Errorf("open the control socket of sandbox %s: %w", sb.ID(), err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Supervision{id: sb.ID(), store: o.Store, ln: ln, log: o.Logger, cancel: cancel}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serve(sctx, ln, o.Server, rpc.ServeOptions{Shared: []*airlock.Sandbox{sb}, Main: o.Main, Events: o.Events})
+	}()
+	return s, nil
+}
+
+// serve accepts control connections from this user until the listener
+// closes, and runs one JSON-RPC session on each.
+func (s *Supervision) serve(ctx context.Context, ln net.Listener, srv *rpc.Server, so rpc.ServeOptions) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("control socket stopped accepting", "sandbox", s.id, "err", err)
+			}
+			return
+		}
+		if err := checkPeer(conn); err != nil {
+			s.log.Warn("refused a control connection", "sandbox", s.id, "err", err)
+			conn.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer conn.Close()
+			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			defer stop()
+			if err := srv.ServeWith(ctx, conn, conn, so); err != nil {
+				s.log.Debug("control session ended", "sandbox", s.id, "err", err)
+			}
+		}()
+	}
+}
+
+// End stops the control socket and records that the sandbox stopped, why,
+// and the main command's exit code when there was one.
+func (s *Supervision) End(reason string, exitCode *int) {
+	s.endOnce.Do(func() {
+		s.ln.Close()
+		s.cancel()
+		s.wg.Wait()
+		_ = os.Remove(s.store.SocketPath(s.id))
+		if err := s.store.Update(s.id, func(r *state.Record) { markStopped(r, reason, exitCode) }); err != nil {
+			s.log.Warn("could not record that the sandbox stopped", "sandbox", s.id, "err", err)
+		}
+	})
+}
+
+func markStopped(r *state.Record, reason string, exitCode *int) {
+	r.Status = state.StatusStopped
+	r.StoppedAt = time.Now()
+	r.Reason = reason
+	if exitCode != nil {
+		r.ExitCode = exitCode
+	}
+}
+
+func imageName(c airlock.Config) string {
+	switch {
+	case c.RootFS != "":
+		return "rootfs:" + c.RootFS
+	case c.Image == "":
+		return "host"
+	}
+	return c.Image
+}
