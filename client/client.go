@@ -583,6 +583,21 @@ func (c *Client) failAll(err error) {
 
 // handleLine routes one line; an error is a protocol error.
 func (c *Client) handleLine(line []byte) error {
+	if id, stream, data, ok := parseChunk(line); ok {
+		c.mu.Lock()
+		pc := c.pending[id]
+		c.mu.Unlock()
+		switch p := pc.(type) {
+		case nil:
+			return nil // abandoned
+		case *Process:
+			if !p.deliverOutput(stream, data) {
+				c.forgetCall(id, p)
+			}
+			return nil
+		}
+		// Not a stream: the generic path decides what to make of it.
+	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
 		return fmt.Errorf("protocol error: the server sent a line that is not a JSON-RPC message (%v): %q", err, truncate(line, 200))
@@ -609,13 +624,18 @@ func (c *Client) handleLine(line []byte) error {
 		return nil // abandoned
 	}
 	if p.deliver(&m) {
-		c.mu.Lock()
-		if c.pending[id] == p {
-			delete(c.pending, id)
-		}
-		c.mu.Unlock()
+		c.forgetCall(id, p)
 	}
 	return nil
+}
+
+// forgetCall drops the pending call of id if it is still p.
+func (c *Client) forgetCall(id int64, p pendingCall) {
+	c.mu.Lock()
+	if c.pending[id] == p {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
 }
 
 // event hands an event to Events without ever blocking.

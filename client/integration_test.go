@@ -43,7 +43,7 @@ func (w *logWriter) stop() {
 
 // startReal starts the airlock built from this module in rpc mode, or
 // skips the test when it cannot.
-func startReal(t *testing.T) *Client {
+func startReal(t *testing.T, opts Options) *Client {
 	t.Helper()
 	if realBin == "" {
 		t.Skipf("no airlock binary to test against: %v", buildErr)
@@ -53,11 +53,10 @@ func startReal(t *testing.T) *Client {
 		t.Skipf("%s has no rpc command (%v: %s): no server to test against yet", bin, err, bytes.TrimSpace(out))
 	}
 	logs := &logWriter{t: t}
-	c, err := Start(testCtx(t), Options{
-		Binary: bin,
-		Env:    append(os.Environ(), "AIRLOCK_AGENT="+filepath.Join(realBin, "airlock-guest")),
-		Stderr: logs,
-	})
+	opts.Binary = bin
+	opts.Env = append(os.Environ(), "AIRLOCK_AGENT="+filepath.Join(realBin, "airlock-guest"))
+	opts.Stderr = logs
+	c, err := Start(testCtx(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func startReal(t *testing.T) *Client {
 }
 
 func TestRealServer(t *testing.T) {
-	c := startReal(t)
+	c := startReal(t, Options{})
 	ctx := testCtx(t)
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -281,7 +280,7 @@ func TestRealServer(t *testing.T) {
 // TestRealServerCloseTearsDown checks that closing the client ends the
 // sandboxes of its session.
 func TestRealServerCloseTearsDown(t *testing.T) {
-	c := startReal(t)
+	c := startReal(t, Options{})
 	ctx := testCtx(t)
 	sb, err := c.Create(ctx, api.CreateParams{})
 	if err != nil {
@@ -377,5 +376,56 @@ func TestRealControlSocket(t *testing.T) {
 	res, err = p.Wait()
 	if err != nil || res.ExitCode != 7 {
 		t.Errorf("Wait: %+v, %v; want exit code 7", res, err)
+	}
+}
+
+// TestRealServerOutput streams a lot of output, read and not read.
+func TestRealServerOutput(t *testing.T) {
+	c := startReal(t, Options{MaxBufferedOutput: 1 << 20})
+	ctx := testCtx(t)
+	sb, err := c.Create(ctx, api.CreateParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 32 << 20
+	p, err := sb.Start(ctx, api.ExecParams{Command: fmt.Sprintf("head -c %d /dev/zero", size)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, p.Stdout())
+	if err != nil || n != size {
+		t.Errorf("read %d bytes, %v; want %d", n, err, size)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+		t.Errorf("Wait: %+v, %v", res, err)
+	}
+
+	// Nobody reads: the command is cancelled past 1 MiB.
+	p, err = sb.Start(ctx, api.ExecParams{Command: "cat /dev/zero"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not end on overflow")
+	}
+	if _, err := p.Wait(); !errors.Is(err, ErrOutputOverflow) {
+		t.Errorf("Wait: %v, want ErrOutputOverflow", err)
+	}
+	// The server killed it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := sb.Exec(ctx, "pgrep -x cat || true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Stdout) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cat still runs 10s after the overflow: pids %s", res.Stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

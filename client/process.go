@@ -236,27 +236,7 @@ func (p *Process) deliver(m *message) bool {
 		return true
 	}
 
-	p.mu.Lock()
-	if p.ended {
-		p.mu.Unlock()
-		return r.Done
-	}
-	for i, b := range out {
-		if len(b) > 0 && !p.discard[i] {
-			p.bufs[i].push(b)
-			p.buffered += int64(len(b))
-		}
-	}
-	overflow := p.buffered > p.limit
-	p.cond.Broadcast()
-	p.mu.Unlock()
-
-	if overflow {
-		err := fmt.Errorf("%w: more than %s buffered; read Stdout and Stderr while the command runs (or use StartWith), or raise Options.MaxBufferedOutput",
-			ErrOutputOverflow, formatBytes(p.limit))
-		if p.finish(nil, err, err, true) {
-			p.c.cancelExec(p.id, p.sandboxID)
-		}
+	if !p.deliverOutput(stdoutStream, out[stdoutStream]) || !p.deliverOutput(stderrStream, out[stderrStream]) {
 		return true
 	}
 	if r.Done {
@@ -266,6 +246,35 @@ func (p *Process) deliver(m *message) bool {
 		return true
 	}
 	return false
+}
+
+// deliverOutput buffers output of stream i. It reports false when the
+// process has ended (or ends now, its buffer overflowing): the rest of
+// what the server sends for it is to be ignored.
+func (p *Process) deliverOutput(i int, b []byte) bool {
+	p.mu.Lock()
+	if p.ended {
+		p.mu.Unlock()
+		return false
+	}
+	if len(b) == 0 || p.discard[i] {
+		p.mu.Unlock()
+		return true
+	}
+	p.bufs[i].push(b)
+	p.buffered += int64(len(b))
+	overflow := p.buffered > p.limit
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	if overflow {
+		err := fmt.Errorf("%w: more than %s buffered; read Stdout and Stderr while the command runs (or use StartWith), or raise Options.MaxBufferedOutput",
+			ErrOutputOverflow, formatBytes(p.limit))
+		if p.finish(nil, err, err, true) {
+			p.c.cancelExec(p.id, p.sandboxID)
+		}
+		return false
+	}
+	return true
 }
 
 func formatBytes(n int64) string {
