@@ -94,16 +94,28 @@ func moduleRoot(ctx context.Context) string {
 
 // buildAgent builds ./cmd/airlock-guest statically into dir.
 func buildAgent(ctx context.Context, moduleDir, dir string) (string, time.Duration, error) {
+	return buildBinary(ctx, moduleDir, dir, "airlock-guest", "the agent", "-agent")
+}
+
+// buildCLI builds ./cmd/airlock, the command `airlock rpc` runs from,
+// statically into dir.
+func buildCLI(ctx context.Context, moduleDir, dir string) (string, time.Duration, error) {
+	return buildBinary(ctx, moduleDir, dir, "airlock", "the airlock command", "-airlock")
+}
+
+// buildBinary builds ./cmd/NAME with CGO_ENABLED=0 into dir/NAME. what
+// and flag name the binary and the flag that skips the build in errors.
+func buildBinary(ctx context.Context, moduleDir, dir, name, what, flag string) (string, time.Duration, error) {
 	if moduleDir == "" {
-		return "", 0, fmt.Errorf("cannot build the agent: not inside the airlock module (run from the repository, or pass -agent PATH)")
+		return "", 0, fmt.Errorf("cannot build %s: not inside the airlock module (run from the repository, or pass %s PATH)", what, flag)
 	}
-	out := filepath.Join(dir, "airlock-guest")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/airlock-guest")
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	start := time.Now()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", 0, fmt.Errorf("build the agent: %v\n%s", err, b)
+		return "", 0, fmt.Errorf("build %s: %v\n%s", what, err, b)
 	}
 	return out, time.Since(start), nil
 }

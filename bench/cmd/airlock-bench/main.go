@@ -3,10 +3,11 @@
 // Command airlock-bench measures how fast airlock sandboxes start, how
 // fast they run commands and how much host memory they hold while idle, and
 // compares the start with other ways of isolating a process on the same
-// machine in the same run. It prints a Markdown table and writes the raw
-// numbers as JSON.
+// machine in the same run. It also measures what driving a sandbox through
+// `airlock rpc` (package client) costs next to the embed API. It prints a
+// Markdown table and writes the raw numbers as JSON.
 //
-//	go run ./bench/cmd/airlock-bench [-json FILE] [-n SCALE] [-agent PATH]
+//	go run ./bench/cmd/airlock-bench [-json FILE] [-n SCALE] [-agent PATH] [-airlock PATH]
 //
 // It needs what airlock needs (user namespaces; cgroups for the full
 // confinement, which usually means root). See bench/README.md.
@@ -35,6 +36,7 @@ func run() int {
 	var (
 		jsonPath   = flag.String("json", filepath.Join("bench", "results", "latest.json"), "write the raw results as JSON to `FILE`, relative to the repository root by default (\"-\" for none)")
 		agentPath  = flag.String("agent", "", "airlock-guest binary to use (default: build ./cmd/airlock-guest with CGO_ENABLED=0 into a temp dir)")
+		cliPath    = flag.String("airlock", "", "the airlock binary at `PATH` whose rpc command the rpc section drives (default: build ./cmd/airlock with CGO_ENABLED=0 into a temp dir)")
 		scale      = flag.Float64("n", 1, "scale every run count by this `factor` (0.1 for a quick smoke run)")
 		ttiRuns    = flag.Int("tti-runs", 50, "sandboxes to create for time to interactive")
 		execRuns   = flag.Int("exec-runs", 500, "commands to run for the exec round trip")
@@ -43,11 +45,13 @@ func run() int {
 		idleWait   = flag.Duration("idle-wait", time.Second, "how long the sandboxes idle before memory is read")
 		refRuns    = flag.Int("ref-runs", 50, "runs of each reference point and phase probe")
 		refWarmup  = flag.Int("ref-warmup", 2, "untimed runs before each reference point and phase probe")
-		skip       = flag.String("skip", "", "comma-separated sections to leave out: refs,phases,tti,exec,memory")
+		rpcRuns    = flag.Int("rpc-runs", 300, "commands run through each of airlock rpc and the embed API, alternated, for the RPC overhead")
+		rpcWarmup  = flag.Int("rpc-warmup", 10, "untimed commands through each of airlock rpc and the embed API before the RPC overhead")
+		skip       = flag.String("skip", "", "comma-separated sections to leave out: "+strings.Join(sections, ","))
 		timeout    = flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: airlock-bench [flags]\n\nMeasures airlock sandbox start, exec round trip and idle memory; see bench/README.md.\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: airlock-bench [flags]\n\nMeasures airlock sandbox start, exec round trip, idle memory and airlock rpc overhead; see bench/README.md.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -58,7 +62,7 @@ func run() int {
 	skipped := map[string]bool{}
 	for _, s := range strings.Split(*skip, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			if !slices.Contains([]string{"refs", "phases", "tti", "exec", "memory"}, s) {
+			if !slices.Contains(sections, s) {
 				fmt.Fprintf(os.Stderr, "airlock-bench: unknown section %q in -skip\n", s)
 				return 2
 			}
@@ -83,7 +87,8 @@ func run() int {
 		Params: params{
 			TTIRuns: scaled(*ttiRuns), ExecRuns: scaled(*execRuns), ExecWarmup: *execWarmup,
 			IdleSandboxes: *idleN, IdleWaitMs: idleWait.Milliseconds(),
-			RefRuns: scaled(*refRuns), RefWarmup: *refWarmup, Scale: *scale,
+			RefRuns: scaled(*refRuns), RefWarmup: *refWarmup,
+			RPCRuns: scaled(*rpcRuns), RPCWarmup: *rpcWarmup, Scale: *scale,
 		},
 	}
 	logf := func(format string, a ...any) {
@@ -140,6 +145,14 @@ func run() int {
 		rep.Agent, rep.AgentBuilt, rep.AgentBuildMs = p, true, ms(d)
 		logf("agent built in %.1f s", d.Seconds())
 	}
+	// The rpc section drives `airlock rpc`: that binary is only needed,
+	// and built, when the section runs.
+	if !skipped["rpc"] {
+		if err := rep.findCLI(ctx, *cliPath, mod, tmp, logf); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v (or leave the section out with -skip rpc)\n", err)
+			return 1
+		}
+	}
 	cfg := airlock.Config{AgentPath: rep.Agent}
 	pr := rep.Params
 
@@ -170,6 +183,12 @@ func run() int {
 			fail("idle memory", err)
 		}
 	}
+	if !skipped["rpc"] && ctx.Err() == nil {
+		logf("rpc: %d warm-up + %d commands each through airlock rpc and the embed API, alternated; then %d MiB write_file/read_file, %d rounds", pr.RPCWarmup, pr.RPCRuns, rpcFileBytes/mib, rpcFileRounds)
+		if rep.RPC, err = measureRPC(ctx, cfg, rep.Airlock, home, pr.RPCWarmup, pr.RPCRuns); err != nil {
+			fail("rpc", err)
+		}
+	}
 	if err := ctx.Err(); err != nil && !failed {
 		fail("benchmark", err)
 	}
@@ -192,6 +211,33 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// sections are the parts of the benchmark that -skip can leave out.
+var sections = []string{"refs", "phases", "tti", "exec", "memory", "rpc"}
+
+// findCLI sets r.Airlock to the airlock binary the rpc section drives:
+// path when given, else one built from the module.
+func (r *report) findCLI(ctx context.Context, path, mod, tmp string, logf func(string, ...any)) error {
+	if path != "" {
+		p, err := filepath.Abs(path)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return fmt.Errorf("-airlock: %w", err)
+		}
+		r.Airlock = p
+		return nil
+	}
+	logf("building the airlock command (CGO_ENABLED=0 go build ./cmd/airlock)")
+	p, d, err := buildCLI(ctx, mod, tmp)
+	if err != nil {
+		return err
+	}
+	r.Airlock, r.AirlockBuilt, r.AirlockBuildMs = p, true, ms(d)
+	logf("airlock built in %.1f s", d.Seconds())
+	return nil
 }
 
 func writeJSON(path string, rep *report) error {

@@ -4,10 +4,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"math"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStatPPID(t *testing.T) {
@@ -72,15 +75,78 @@ func TestReportTargets(t *testing.T) {
 	r.TTI.TTI.P50 = 20
 	r.Exec.RTT.P50 = 0.5
 	r.evaluate()
-	want := map[string]string{"time to interactive": "FAIL", "exec round trip": "PASS", "idle host memory per sandbox": "not measured"}
-	for _, tg := range r.Targets {
-		if got := verdict(tg); got != want[tg.Name] {
-			t.Errorf("%s: verdict %s, want %s", tg.Name, got, want[tg.Name])
-		}
+	want := map[string]string{
+		"time to interactive":          "FAIL",
+		"exec round trip":              "PASS",
+		"idle host memory per sandbox": "not measured",
+		"rpc overhead":                 "not measured",
+		"rpc write_file throughput":    "not measured",
+		"rpc read_file throughput":     "not measured",
 	}
+	checkVerdicts(t, r, want)
 	var b bytes.Buffer
 	r.writeTable(&b)
 	if !strings.Contains(b.String(), "| time to interactive") || !strings.Contains(b.String(), "FAIL") {
 		t.Errorf("table lacks the targets:\n%s", b.String())
+	}
+	if strings.Contains(b.String(), "against the embed API") {
+		t.Errorf("table has an rpc breakdown without rpc results:\n%s", b.String())
+	}
+}
+
+func TestReportRPCTargets(t *testing.T) {
+	r := &report{RPC: &rpcResult{FileBytes: rpcFileBytes, FileRounds: rpcFileRounds}}
+	r.RPC.Embed.P50, r.RPC.RPC.P50 = 1, 1.2
+	r.RPC.Ratio = 1.2
+	// Throughput passes at or above its limit, unlike the other targets.
+	r.RPC.RPCWrite = newThroughput(rpcFileBytes, []time.Duration{400 * time.Millisecond, 300 * time.Millisecond, 200 * time.Millisecond})
+	r.RPC.RPCRead = newThroughput(rpcFileBytes, []time.Duration{time.Second, time.Second, time.Second})
+	if got := r.RPC.RPCWrite.MBps; math.Abs(got-rpcFileBytes/1e6/0.3) > 1e-9 {
+		t.Errorf("write throughput %v MB/s, want that of the median round", got)
+	}
+	r.evaluate()
+	checkVerdicts(t, r, map[string]string{
+		"time to interactive":          "not measured",
+		"exec round trip":              "not measured",
+		"idle host memory per sandbox": "not measured",
+		"rpc overhead":                 "PASS",
+		"rpc write_file throughput":    "PASS",
+		"rpc read_file throughput":     "FAIL",
+	})
+	for _, tg := range r.Targets {
+		if hib := strings.HasSuffix(tg.Name, "throughput"); tg.HigherIsBetter != hib {
+			t.Errorf("%s: HigherIsBetter %v", tg.Name, tg.HigherIsBetter)
+		}
+	}
+	r.RPC.Ratio = 1.31
+	r.evaluate()
+	if got := verdict(r.Targets[3]); r.Targets[3].Name != "rpc overhead" || got != "FAIL" {
+		t.Errorf("%s at 1.31x: %s, want FAIL", r.Targets[3].Name, got)
+	}
+
+	var b bytes.Buffer
+	r.writeTable(&b)
+	for _, s := range []string{"`airlock rpc` overhead", "1.31x", "224 MB/s", "67 MB/s", "≥ 200 MB/s", "against the embed API", "through the embed API (informational)"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+
+	// The new fields leave the JSON of the old targets as it was.
+	j, err := json.Marshal(target{Name: "exec round trip", Limit: 1})
+	if err != nil || strings.Contains(string(j), "higher_is_better") {
+		t.Errorf("target JSON %s, %v", j, err)
+	}
+}
+
+func checkVerdicts(t *testing.T, r *report, want map[string]string) {
+	t.Helper()
+	if len(r.Targets) != len(want) {
+		t.Errorf("%d targets, want %d", len(r.Targets), len(want))
+	}
+	for _, tg := range r.Targets {
+		if got := verdict(tg); got != want[tg.Name] {
+			t.Errorf("%s: verdict %s, want %s", tg.Name, got, want[tg.Name])
+		}
 	}
 }

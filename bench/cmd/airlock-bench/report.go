@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
@@ -20,37 +21,46 @@ type params struct {
 	IdleWaitMs    int64   `json:"idle_wait_ms"`
 	RefRuns       int     `json:"ref_runs"`
 	RefWarmup     int     `json:"ref_warmup"`
+	RPCRuns       int     `json:"rpc_runs"`
+	RPCWarmup     int     `json:"rpc_warmup"`
 	Scale         float64 `json:"scale"`
 }
 
 // target is one goal with its verdict. Targets are reported, never
-// enforced through the exit code.
+// enforced through the exit code. A target passes when its value is at
+// most Limit, or, with HigherIsBetter, at least Limit.
 type target struct {
-	Name     string  `json:"name"`
-	Metric   string  `json:"metric"`
-	Unit     string  `json:"unit"`
-	Limit    float64 `json:"limit"`
-	Value    float64 `json:"value"`
-	Measured bool    `json:"measured"`
-	Pass     bool    `json:"pass"`
+	Name           string  `json:"name"`
+	Metric         string  `json:"metric"`
+	Unit           string  `json:"unit"`
+	Limit          float64 `json:"limit"`
+	HigherIsBetter bool    `json:"higher_is_better,omitempty"`
+	Value          float64 `json:"value"`
+	Measured       bool    `json:"measured"`
+	Pass           bool    `json:"pass"`
 }
 
 // report is everything a run produced; it is also the JSON file.
 type report struct {
-	Timestamp    string      `json:"timestamp"`
-	DurationSec  float64     `json:"duration_seconds"`
-	Host         hostInfo    `json:"host"`
-	Agent        string      `json:"agent"`
-	AgentBuilt   bool        `json:"agent_built"`
-	AgentBuildMs float64     `json:"agent_build_ms,omitempty"`
-	Params       params      `json:"params"`
-	Targets      []target    `json:"targets"`
-	TTI          *ttiResult  `json:"time_to_interactive,omitempty"`
-	Exec         *execResult `json:"exec,omitempty"`
-	Memory       *memResult  `json:"memory,omitempty"`
-	References   []refResult `json:"references,omitempty"`
-	Phases       []refResult `json:"phase_probes,omitempty"`
-	Errors       []string    `json:"errors,omitempty"`
+	Timestamp    string   `json:"timestamp"`
+	DurationSec  float64  `json:"duration_seconds"`
+	Host         hostInfo `json:"host"`
+	Agent        string   `json:"agent"`
+	AgentBuilt   bool     `json:"agent_built"`
+	AgentBuildMs float64  `json:"agent_build_ms,omitempty"`
+	// Airlock is the airlock binary the rpc section drove.
+	Airlock        string      `json:"airlock,omitempty"`
+	AirlockBuilt   bool        `json:"airlock_built,omitempty"`
+	AirlockBuildMs float64     `json:"airlock_build_ms,omitempty"`
+	Params         params      `json:"params"`
+	Targets        []target    `json:"targets"`
+	TTI            *ttiResult  `json:"time_to_interactive,omitempty"`
+	Exec           *execResult `json:"exec,omitempty"`
+	Memory         *memResult  `json:"memory,omitempty"`
+	RPC            *rpcResult  `json:"rpc,omitempty"`
+	References     []refResult `json:"references,omitempty"`
+	Phases         []refResult `json:"phase_probes,omitempty"`
+	Errors         []string    `json:"errors,omitempty"`
 }
 
 const mib = 1 << 20
@@ -68,9 +78,21 @@ func (r *report) evaluate() {
 	if r.Memory != nil {
 		mem.Value, mem.Measured = float64(r.Memory.PerSandbox)/mib, true
 	}
+	over := target{Name: "rpc overhead", Metric: "p50 ratio", Unit: "x", Limit: 1.3}
+	wr := target{Name: "rpc write_file throughput", Metric: "median", Unit: "MB/s", Limit: 200, HigherIsBetter: true}
+	rd := target{Name: "rpc read_file throughput", Metric: "median", Unit: "MB/s", Limit: 200, HigherIsBetter: true}
+	if r.RPC != nil {
+		over.Value, over.Measured = r.RPC.Ratio, r.RPC.Ratio > 0
+		wr.Value, wr.Measured = r.RPC.RPCWrite.MBps, r.RPC.RPCWrite.MBps > 0
+		rd.Value, rd.Measured = r.RPC.RPCRead.MBps, r.RPC.RPCRead.MBps > 0
+	}
 	r.Targets = nil
-	for _, t := range []target{tti, rtt, mem} {
-		t.Pass = t.Measured && t.Value <= t.Limit
+	for _, t := range []target{tti, rtt, mem, over, wr, rd} {
+		if t.HigherIsBetter {
+			t.Pass = t.Measured && t.Value >= t.Limit
+		} else {
+			t.Pass = t.Measured && t.Value <= t.Limit
+		}
 		r.Targets = append(r.Targets, t)
 	}
 }
@@ -89,6 +111,13 @@ func fmtMs(v float64) string {
 }
 
 func fmtMiB(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/mib) }
+
+func fmtMBps(v float64) string {
+	if v <= 0 || math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MB/s", v)
+}
 
 func verdict(t target) string {
 	switch {
@@ -134,6 +163,24 @@ func (r *report) writeTable(w io.Writer) {
 				val = fmtMiB(r.Memory.PerSandbox)
 			}
 			p("| host memory per idle sandbox (%d running) | %s | | ≤ %g MiB | %s |\n", r.Params.IdleSandboxes, val, t.Limit, verdict(t))
+		case "rpc overhead":
+			if t.Measured {
+				val = fmt.Sprintf("%.2fx", t.Value)
+				if r.RPC.Embed.P95 > 0 {
+					p95 = fmt.Sprintf("%.2fx", r.RPC.RPC.P95/r.RPC.Embed.P95)
+				}
+			}
+			p("| `airlock rpc` overhead: `exec` of `true` through `airlock rpc` ÷ `Run(true)` through the embed API (%d runs each, alternated) | %s | %s | p50 ratio ≤ %gx | %s |\n", r.Params.RPCRuns, val, p95, t.Limit, verdict(t))
+		case "rpc write_file throughput":
+			if t.Measured {
+				val = fmtMBps(t.Value)
+			}
+			p("| `write_file` of %d MiB of random bytes through `airlock rpc` (median of %d) | %s | | ≥ %g MB/s | %s |\n", rpcFileBytes/mib, rpcFileRounds, val, t.Limit, verdict(t))
+		case "rpc read_file throughput":
+			if t.Measured {
+				val = fmtMBps(t.Value)
+			}
+			p("| `read_file` of the same %d MiB through `airlock rpc` (median of %d) | %s | | ≥ %g MB/s | %s |\n", rpcFileBytes/mib, rpcFileRounds, val, t.Limit, verdict(t))
 		}
 	}
 	p("\n")
@@ -162,6 +209,41 @@ func (r *report) writeTable(w io.Writer) {
 			p("| memory: kernel objects per sandbox (system-wide delta, informational) | %s | |\n", fmtMiB(m.KernelPerSandbox))
 		}
 		p("\n")
+	}
+
+	if x := r.RPC; x != nil {
+		p("### `airlock rpc` against the embed API (%d runs each, alternated one to one)\n\n", x.Runs)
+		p("| measurement | p50 | p95 |\n|---|--:|--:|\n")
+		row := func(name string, s stats.Summary) {
+			p("| %s | %s | %s |\n", name, fmtMs(s.P50), fmtMs(s.P95))
+		}
+		row("embed API: `sb.Run(ctx, airlock.Command{Argv: []string{\"true\"}})`", x.Embed)
+		row("… of which in the agent (spawn → exit)", x.EmbedAgent)
+		row("`airlock rpc`: `rsb.Run(ctx, api.ExecParams{Argv: []string{\"true\"}})`", x.RPC)
+		row("added by `airlock rpc`: each RPC run minus the embed run before it", x.Added)
+		p("| `client.Start` (the `airlock rpc` process up to its first answer), once | %s | |\n", fmtMs(x.StartMs))
+		p("| `create` through `airlock rpc`, once | %s | |\n", fmtMs(x.CreateMs))
+		p("\n")
+		p("| transfer of %d MiB of random bytes (%d rounds) | throughput (median round) | median round | slowest round |\n|---|--:|--:|--:|\n", x.FileBytes/mib, x.FileRounds)
+		trow := func(name string, t throughput) {
+			slowest := math.NaN()
+			if len(t.RoundsMs) > 0 {
+				slowest = slices.Max(t.RoundsMs)
+			}
+			p("| %s | %s | %s | %s |\n", name, fmtMBps(t.MBps), fmtMs(t.MedianMs), fmtMs(slowest))
+		}
+		trow("`write_file` through `airlock rpc` (`rsb.WriteFile`)", x.RPCWrite)
+		trow("`read_file` through `airlock rpc` (`rsb.ReadFile`)", x.RPCRead)
+		trow("`WriteFile` through the embed API (informational)", x.EmbedWrite)
+		trow("`ReadFile` through the embed API (informational)", x.EmbedRead)
+		p("\n")
+		if len(x.Notes) > 0 {
+			p("Degraded confinement of the sandbox made through `airlock rpc`:\n\n")
+			for _, n := range x.Notes {
+				p("- %s\n", n)
+			}
+			p("\n")
+		}
 	}
 
 	if len(r.References) > 0 {
