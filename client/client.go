@@ -353,10 +353,17 @@ func (c *Client) Create(ctx context.Context, params api.CreateParams) (*Sandbox,
 func (c *Client) Sandbox(id string) *Sandbox { return &Sandbox{c: c, id: id} }
 
 // Call sends one request and decodes its result into result (unless
-// result is nil). Errors from the server are *Error. If ctx ends first,
-// Call stops waiting and returns ctx.Err(); for "exec" it also cancels the
-// command. Methods that answer with several responses (exec_stream,
-// attach) need Sandbox.Start and Sandbox.Attach.
+// result is nil); params are encoded with encoding/json (nil sends null).
+// Errors from the server are *Error. If ctx ends first, Call stops waiting
+// and returns ctx.Err(); for "exec" it also cancels the command. Methods
+// that answer with several responses (exec_stream, attach) need
+// Sandbox.Start and Sandbox.Attach.
+//
+// A request longer than the server's max_message_bytes is refused before
+// it is sent (with an error matching ErrLimitExceeded) once the limit is
+// known: Start and Dial ask for it, and so does every Info. The server
+// could only answer such a line without an id, so the call would wait
+// until ctx ends.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if method == api.MethodExecStream || method == api.MethodAttach {
 		return fmt.Errorf("airlock client: %s answers with several responses; use Sandbox.Start or Sandbox.Attach", method)

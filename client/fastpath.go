@@ -17,30 +17,36 @@ import (
 // such a line with a payload that is not plain base64, takes the generic
 // path, so the fast path never changes what a line means.
 
-var (
-	chunkPrefix = []byte(`{"jsonrpc":"2.0","result":{"`)
-	chunkIDSep  = []byte(`"},"id":`)
-	streamKeys  = [2][]byte{[]byte(`stdout":"`), []byte(`stderr":"`)}
+const (
+	chunkPrefix = `{"jsonrpc":"2.0","result":{"`
+	chunkIDSep  = `"},"id":`
+	stdoutKey   = `stdout":"`
+	stderrKey   = `stderr":"`
 )
+
+// cutPrefix is bytes.CutPrefix with a string prefix.
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
 
 // parseChunk returns the request id, the stream (stdoutStream or
 // stderrStream) and the decoded output of a chunk line.
 func parseChunk(line []byte) (id int64, stream int, data []byte, ok bool) {
-	rest, found := bytes.CutPrefix(line, chunkPrefix)
+	rest, found := cutPrefix(line, chunkPrefix)
 	if !found {
 		return 0, 0, nil, false
 	}
-	stream = -1
-	for i, k := range streamKeys {
-		if r, found := bytes.CutPrefix(rest, k); found {
-			stream, rest = i, r
-			break
-		}
-	}
-	if stream < 0 {
+	if r, found := cutPrefix(rest, stdoutKey); found {
+		stream, rest = stdoutStream, r
+	} else if r, found := cutPrefix(rest, stderrKey); found {
+		stream, rest = stderrStream, r
+	} else {
 		return 0, 0, nil, false
 	}
-	end := bytes.LastIndex(rest, chunkIDSep)
+	end := bytes.LastIndex(rest, []byte(chunkIDSep))
 	if end < 0 {
 		return 0, 0, nil, false
 	}

@@ -20,7 +20,12 @@ const (
 	stderrStream = 1
 )
 
-var streamNames = [2]string{"stdout", "stderr"}
+func streamName(i int) string {
+	if i == stderrStream {
+		return "stderr"
+	}
+	return "stdout"
+}
 
 // Process is a command started with Sandbox.Start or Sandbox.StartWith,
 // or the main command of a detached sandbox reached with Sandbox.Attach.
@@ -129,13 +134,28 @@ func (s *Sandbox) start(ctx context.Context, params api.ExecParams, stdin io.Rea
 		if stdin != nil {
 			in := p.stdin
 			p.stdin = nil
-			go func() {
-				io.Copy(in, stdin)
-				in.Close()
-			}()
+			go copyIn(in, stdin)
 		}
 	}
 	return p, nil
+}
+
+// copyIn sends what r yields to a command's stdin as soon as it comes,
+// up to 256 KiB a request, then closes it.
+func copyIn(w *stdinWriter, r io.Reader) {
+	defer w.Close()
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Attach follows the main command of a detached sandbox (the "attach"
@@ -397,7 +417,7 @@ func (p *Process) copyOut(i int, w io.Writer) {
 			p.buffered -= p.bufs[i].size()
 			p.bufs[i] = chunkQueue{}
 			if p.copyErr == nil {
-				p.copyErr = fmt.Errorf("airlock %s: copying %s: %w", p.method, streamNames[i], err)
+				p.copyErr = fmt.Errorf("airlock %s: copying %s: %w", p.method, streamName(i), err)
 			}
 			ended := p.ended
 			p.mu.Unlock()
