@@ -37,7 +37,8 @@ func (e *Error) Is(target error) bool {
 	switch e.Code {
 	case CodeNotFound:
 		return target == fs.ErrNotExist
-	case CodeExists:
+	case CodeExists, CodeNotEmpty:
+		// As with the errno: Go files ENOTEMPTY under fs.ErrExist too.
 		return target == fs.ErrExist
 	case CodePermission:
 		return target == fs.ErrPermission
@@ -56,8 +57,15 @@ func ToError(err error) *Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
-	code := CodeInternal
+	// The errno, when there is one, is the most precise: Go also files
+	// ENOTEMPTY under fs.ErrExist, and EROFS under nothing.
 	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if code, ok := errnoCode(errno); ok {
+			return &Error{Code: code, Message: err.Error()}
+		}
+	}
+	code := CodeInternal
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		code = CodeNotFound
@@ -65,23 +73,35 @@ func ToError(err error) *Error {
 		code = CodeExists
 	case errors.Is(err, fs.ErrPermission):
 		code = CodePermission
-	case errors.As(err, &errno):
-		switch errno {
-		case syscall.EISDIR:
-			code = CodeIsDir
-		case syscall.ENOTDIR:
-			code = CodeNotDir
-		case syscall.ENOTEMPTY:
-			code = CodeNotEmpty
-		case syscall.ENOSPC, syscall.EDQUOT:
-			code = CodeNoSpace
-		case syscall.EFBIG:
-			code = CodeTooLarge
-		case syscall.EINVAL:
-			code = CodeInvalid
-		}
+	case errors.Is(err, fs.ErrInvalid):
+		code = CodeInvalid
 	}
 	return &Error{Code: code, Message: err.Error()}
+}
+
+// errnoCode classifies the errors file operations meet.
+func errnoCode(errno syscall.Errno) (Code, bool) {
+	switch errno {
+	case syscall.ENOENT:
+		return CodeNotFound, true
+	case syscall.EEXIST:
+		return CodeExists, true
+	case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+		return CodePermission, true
+	case syscall.EISDIR:
+		return CodeIsDir, true
+	case syscall.ENOTDIR:
+		return CodeNotDir, true
+	case syscall.ENOTEMPTY:
+		return CodeNotEmpty, true
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return CodeNoSpace, true
+	case syscall.EFBIG:
+		return CodeTooLarge, true
+	case syscall.EINVAL:
+		return CodeInvalid, true
+	}
+	return "", false
 }
 
 // Errorf builds an Error with a code.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +80,11 @@ func TestErrorMapping(t *testing.T) {
 		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}, CodePermission, fs.ErrPermission},
 		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EISDIR}, CodeIsDir, nil},
 		{&fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, CodeNoSpace, nil},
+		// Go files ENOTEMPTY under fs.ErrExist; the errno is more precise.
+		{&fs.PathError{Op: "remove", Path: "/x", Err: syscall.ENOTEMPTY}, CodeNotEmpty, nil},
+		{&os.LinkError{Op: "rename", Old: "/a", New: "/x", Err: syscall.EEXIST}, CodeExists, fs.ErrExist},
+		{&fs.PathError{Op: "open", Path: "/usr/x", Err: syscall.EROFS}, CodePermission, fs.ErrPermission},
+		{fmt.Errorf("write file: %w", &fs.PathError{Op: "mkdir", Path: "/x", Err: syscall.ENOTDIR}), CodeNotDir, nil},
 		{errors.New("boom"), CodeInternal, nil},
 	} {
 		e := ToError(tc.err)
