@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -57,10 +58,16 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		if ae := commonError(ctx, nil, err); ae != nil {
 			return nil, ae
 		}
-		if errors.Is(err, airlock.ErrUnavailable) {
-			return nil, rpcError(api.CodeUnsupported, "%v: run `airlock doctor` to see which isolation levels work here, or use isolation \"process\"", err)
+		// The embed API's errors already say what to do; add advice only
+		// where they do not.
+		msg := err.Error()
+		if !strings.Contains(msg, "airlock doctor") {
+			msg += ": run `airlock doctor` to check this machine"
 		}
-		return nil, rpcError(api.CodeStartFailed, "the sandbox could not be started: %v: run `airlock doctor` to check this machine", err)
+		if errors.Is(err, airlock.ErrUnavailable) {
+			return nil, rpcError(api.CodeUnsupported, "%s", msg)
+		}
+		return nil, rpcError(api.CodeStartFailed, "the sandbox could not be started: %s", msg)
 	}
 	e := &sandboxEntry{sb: sb, owned: true, created: start}
 	if ss.opts.OnCreate != nil {
