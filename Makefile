@@ -52,6 +52,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./internal/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzServeLine$$' -fuzztime $(FUZZTIME) ./internal/rpc
+	$(GO) test -run '^$$' -fuzz '^FuzzParseChunk$$' -fuzztime $(FUZZTIME) ./client
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
