@@ -41,6 +41,7 @@ import (
 const (
 	sandboxesDir = "sandboxes"
 	stateFile    = "state.json"
+	configFile   = "config.json"
 	tmpFile      = ".state.json.tmp" // written only under the lock, or in a staging folder
 	lockFile     = "lock"
 	logsDir      = "logs"
@@ -132,6 +133,8 @@ func (s *Store) Register(rec Record) error {
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = time.Now()
 	}
+	// Secret values never reach the disk, whatever the caller passed.
+	rec.Config = Redact(rec.Config)
 	if err := validate(rec); err != nil {
 		return fmt.Errorf("register sandbox: %w", err)
 	}
@@ -166,7 +169,9 @@ func (s *Store) Register(rec Record) error {
 	return nil
 }
 
-// populate fills a new sandbox folder: logs/, lock and state.json.
+// populate fills a new sandbox folder: logs/, lock, config.json (the
+// redacted configuration alone, for people and tools that read the folder)
+// and state.json.
 func populate(root *os.Root, name string, rec Record) error {
 	sub, err := root.OpenRoot(name)
 	if err != nil {
@@ -183,7 +188,31 @@ func populate(root *os.Root, name string, rec Record) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	if len(rec.Config) > 0 {
+		if err := writeConfig(sub, rec.Config); err != nil {
+			return err
+		}
+	}
 	return writeRecord(sub, rec)
+}
+
+// writeConfig writes config.json into a folder no one else sees yet.
+func writeConfig(sub *os.Root, cfg json.RawMessage) error {
+	f, err := sub.OpenFile(configFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	err = f.Chmod(filePerm)
+	if err == nil {
+		_, err = f.Write(append(cfg, '\n'))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	return nil
 }
 
 // Update changes the record of sandbox id: it reads it, calls fn and writes

@@ -655,3 +655,32 @@ func ExampleHumanAge() {
 	fmt.Println(HumanAge(90 * time.Second))
 	// Output: 1 minute ago
 }
+
+func TestRegisterWritesRedactedConfig(t *testing.T) {
+	s, _ := newStore(t)
+	rec := running(t, "sb-config", time.Now())
+	rec.Config = json.RawMessage(`{"env":{"A":"1"},"network":{"secrets":{"KEY":{"value":"sk-real","hosts":["api.example.com"]}}}}`)
+	mustRegister(t, s, rec)
+	path := filepath.Join(s.Dir("sb-config"), "config.json")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.json mode %v, want 0600", fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "sk-real") || !strings.Contains(string(b), Redacted) || !strings.Contains(string(b), "api.example.com") {
+		t.Errorf("config.json = %s", b)
+	}
+	got, err := s.Get("sb-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got.Config), "sk-real") {
+		t.Errorf("state.json config = %s", got.Config)
+	}
+}
