@@ -80,7 +80,7 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 		CreatedAt:  time.Now(),
 		Supervisor: state.Supervisor{PID: self, StartTime: start},
 		Kind:       o.Kind,
-		Config:     state.Redact(o.Config),
+		Config:     o.Config, // redacted by the store
 	}
 	if err := o.Store.Register(rec); err != nil {
 		return nil, fmt.Errorf("record sandbox %s: %w", sb.ID(), err)
