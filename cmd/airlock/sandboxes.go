@@ -15,7 +15,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/client"
-	"github.com/airlock-sandbox/airlock/internal/lifecycle"
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
@@ -266,11 +265,11 @@ func closeThroughSocket(ctx context.Context, store *state.Store, id string) erro
 
 // dialSandbox connects to a running sandbox's control socket.
 func dialSandbox(ctx context.Context, store *state.Store, id string) (*client.Client, error) {
-	conn, err := lifecycle.Dial(store.SocketPath(id))
+	c, err := client.Dial(ctx, store.SocketPath(id), client.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("reach sandbox %s through its control socket: %w (is it running? see `airlock list`)", id, err)
+		return nil, fmt.Errorf("reach sandbox %s: %w", id, err)
 	}
-	return client.NewClient(conn, client.Options{}), nil
+	return c, nil
 }
 
 func newRmCmd() *cobra.Command {

@@ -33,13 +33,3 @@ func listen(dir, name string) (net.Listener, error) {
 	}
 	return ln, nil
 }
-
-// Dial connects to the control socket at path, however long the path is.
-func Dial(path string) (net.Conn, error) {
-	addr, release, err := shortPath(filepath.Dir(path), filepath.Base(path))
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return net.Dial("unix", addr)
-}
