@@ -67,11 +67,7 @@ those of airlock run.`,
 // runningSandbox resolves an id prefix to a running sandbox and connects to
 // its control socket.
 func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client.Sandbox, error) {
-	store, err := openStore()
-	if err != nil {
-		return nil, nil, err
-	}
-	id, err := store.Resolve(prefix)
+	store, id, err := resolveSandbox(prefix)
 	if err != nil {
 		return nil, nil, err
 	}

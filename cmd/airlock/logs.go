@@ -20,11 +20,7 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print the output of a detached sandbox's main command",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			id, err := store.Resolve(args[0])
+			store, id, err := resolveSandbox(args[0])
 			if err != nil {
 				return err
 			}

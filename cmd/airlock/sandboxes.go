@@ -26,6 +26,19 @@ func openStore() (*state.Store, error) {
 	return state.Open(home)
 }
 
+// resolveSandbox finds the sandbox an id or unique id prefix names.
+func resolveSandbox(prefix string) (*state.Store, string, error) {
+	store, err := openStore()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := store.Resolve(prefix)
+	if err != nil {
+		return nil, "", err
+	}
+	return store, id, nil
+}
+
 func newListCmd() *cobra.Command {
 	var running, asJSON, quiet bool
 	cmd := &cobra.Command{
@@ -103,11 +116,7 @@ func newGetCmd() *cobra.Command {
 		Short: "Print everything recorded about a sandbox, as JSON",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			id, err := store.Resolve(args[0])
+			store, id, err := resolveSandbox(args[0])
 			if err != nil {
 				return err
 			}
