@@ -367,7 +367,8 @@ func TestRealControlSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := io.WriteString(p.Stdin(), "ping\n"); err != nil {
-		t.Fatal(err)
+		res, werr := p.Wait()
+		t.Fatalf("write to the attached command: %v (the attach ended with %+v, %v)", err, res, werr)
 	}
 	got, err := io.ReadAll(p.Stdout())
 	if err != nil || string(got) != "got ping\n" {
