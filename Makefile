@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./internal/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzServeLine$$' -fuzztime $(FUZZTIME) ./internal/rpc
 	$(GO) test -run '^$$' -fuzz '^FuzzParseChunk$$' -fuzztime $(FUZZTIME) ./client
+	$(GO) test -run '^$$' -fuzz '^FuzzCut$$' -fuzztime $(FUZZTIME) ./internal/jsonblob
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest

@@ -1,0 +1,132 @@
+package jsonblob
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+type fileResult struct {
+	Content string `json:"content"`
+	Size    int64  `json:"size"`
+	Note    string `json:"note"`
+	Inner   any    `json:"inner,omitempty"`
+}
+
+func TestAppendMarshal(t *testing.T) {
+	blob := []byte("hello, world\x00\xff")
+	for _, v := range []any{
+		fileResult{Size: 5, Note: `x","content":"`},
+		&fileResult{Note: `{"content":""}`},
+		fileResult{Inner: map[string]string{`x","content":"`: ""}},
+		fileResult{Inner: map[string]any{"other": []string{"content", ""}}},
+		map[string]any{"content": "", "a": 1},
+	} {
+		got, err := AppendMarshal([]byte("prefix:"), v, "content", blob)
+		if err != nil {
+			t.Errorf("AppendMarshal(%+v): %v", v, err)
+			continue
+		}
+		// The same, through encoding/json.
+		var m map[string]any
+		b, _ := json.Marshal(v)
+		json.Unmarshal(b, &m)
+		m["content"] = base64.StdEncoding.EncodeToString(blob)
+		var gotM map[string]any
+		if !bytes.HasPrefix(got, []byte("prefix:")) || json.Unmarshal(got[len("prefix:"):], &gotM) != nil || fmt.Sprint(gotM) != fmt.Sprint(m) {
+			t.Errorf("AppendMarshal(%+v) = %s, want %v", v, got, m)
+		}
+	}
+	// Exactly what json.Marshal writes.
+	r := fileResult{Size: 3, Note: "n"}
+	got, _ := AppendMarshal(nil, r, "content", blob)
+	r.Content = base64.StdEncoding.EncodeToString(blob)
+	if want, _ := json.Marshal(r); !bytes.Equal(got, want) {
+		t.Errorf("AppendMarshal = %s, want %s", got, want)
+	}
+
+	for _, tc := range []struct {
+		v   any
+		key string
+	}{
+		{fileResult{Content: "x"}, "content"},                            // not empty
+		{fileResult{Inner: map[string]string{"content": ""}}, "content"}, // twice
+		{fileResult{Inner: []fileResult{{}}}, "content"},                 // twice
+		{struct{ A string }{}, "content"},                                // absent
+		{fileResult{}, `con"tent`},                                       // not written as is
+		{fileResult{}, "<b>"},                                            // not written as is
+		{fileResult{}, ""},                                               // no key
+		{map[string]any{"content": "", "f": func() {}}, "content"},       // cannot be marshaled
+	} {
+		if out, err := AppendMarshal([]byte("keep"), tc.v, tc.key, blob); err == nil || string(out) != "keep" {
+			t.Errorf("AppendMarshal(%+v, %q) = %s, %v; want an error and dst unchanged", tc.v, tc.key, out, err)
+		}
+	}
+}
+
+// TestBase64 compares the split encoder and decoder with encoding/base64
+// at sizes around the pieces' boundaries, with errors at various places.
+func TestBase64(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer func(n int) { splitMin = n }(splitMin)
+	splitMin = 64
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]byte, 4*splitMin+10)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for _, n := range []int{0, 1, 2, 3, splitMin - 1, 2*splitMin - 1, 2 * splitMin, 2*splitMin + 1, 2*splitMin + 2, 3*splitMin + 5, len(src)} {
+		want := base64.StdEncoding.EncodeToString(src[:n])
+		got := AppendEncode([]byte("x"), src[:n])
+		if string(got) != "x"+want {
+			t.Fatalf("AppendEncode of %d bytes differs", n)
+		}
+		checkDecode(t, []byte(want))
+		if n < 2*splitMin {
+			continue
+		}
+		// Corrupt it in each piece and at the edges.
+		for _, at := range []int{0, 1, len(want)/4 - 1, len(want) / 4, len(want)/2 - 2, len(want) / 2, len(want) - 3, len(want) - 1} {
+			for _, c := range []byte{'=', '\n', '\r', '"', '\\', 0, 'A'} {
+				b := []byte(want)
+				b[at] = c
+				checkDecode(t, b)
+			}
+		}
+		checkDecode(t, []byte(want)[:len(want)-1])
+		checkDecode(t, append([]byte(want), "===="...))
+		checkDecode(t, append([]byte(want), "\r\n"...))
+	}
+}
+
+func checkDecode(t *testing.T, s []byte) {
+	t.Helper()
+	want, wantErr := base64.StdEncoding.DecodeString(string(s))
+	got, err := DecodeString(s)
+	if !bytes.Equal(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("DecodeString of %d bytes = %d bytes, %v; want %d bytes, %v", len(s), len(got), err, len(want), wantErr)
+	}
+}
+
+func BenchmarkAppendEncode(b *testing.B) {
+	src := make([]byte, 64<<20)
+	b.SetBytes(int64(len(src)))
+	dst := make([]byte, 0, base64.StdEncoding.EncodedLen(len(src)))
+	for b.Loop() {
+		AppendEncode(dst[:0], src)
+	}
+}
+
+func BenchmarkDecodeString(b *testing.B) {
+	src := base64.StdEncoding.AppendEncode(nil, make([]byte, 64<<20))
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := DecodeString(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
