@@ -1,0 +1,80 @@
+// Package policy decides what may leave a sandbox: which host names its
+// HTTP and TLS requests may reach, which upstream addresses may be
+// dialled, which other flows pass, where secrets are substituted for
+// their placeholders, and what the policy script and Go hooks say about
+// each request and response. It does no networking: the netstack calls
+// it.
+//
+// # Deny by default, fail closed
+//
+// The zero Config allows nothing: no allowed_hosts means no egress.
+// Private, loopback, link-local, metadata and other special addresses
+// are blocked unless a CIDR rule inside them lifts the block. A script
+// fault, a step or time limit, a hook error, a placeholder bound for the
+// wrong host and a body that cannot be scanned all block.
+//
+// # What a netstack integrator calls, and when
+//
+//   - DNS question: NameResolvable(name). Then AddrAllowed for each
+//     answer: drop the blocked ones. Record what remains in the pin set.
+//   - TLS ClientHello: HostAllowed(sni), and the SNI must be among the
+//     names pinned to the destination address. HTTP request: HostAllowed
+//     on the Host header or :authority without its port, which must equal
+//     the SNI under TLS, or be pinned to the destination for plain HTTP.
+//   - Any other TCP or UDP flow: FlowAllowed(proto, pinnedNames, ip,
+//     port). DNS to the gateway is not a flow: it never reaches this.
+//   - Before every upstream dial, in the dialer's Control hook, whatever
+//     was decided before (the dial goes to an address the host resolved,
+//     never through a second resolution): AddrAllowed(ip) for HTTP and
+//     TLS; FlowAllowed again, with the same arguments, for other flows
+//     (a CIDR egress rule inside a blocked range lifts that block for
+//     the flows it allows only, so AddrAllowed alone would refuse them).
+//   - Each HTTP request: FilterRequest (hooks see placeholders), then
+//     Substituter(host).Request, or URL and Header on the fields and
+//     Reader(body, limit) on a streamed body, after CheckBodyEncoding.
+//     Any error blocks, with ReasonOf(err) as the event's reason.
+//   - Each response: Scrubber (a no-op unless scrub_responses), then
+//     FilterResponse.
+//
+// Reason strings are "code" or "code: detail"; ReasonCode extracts the
+// code, one of the Reason constants.
+//
+// # Host names
+//
+// Names are matched as ASCII: lower-cased, one trailing dot removed,
+// labels of letters, digits, '-' and '_'. A name with other bytes, or
+// that is an address in any form a resolver accepts (including 127.1 and
+// 0x7f000001), matches nothing. Patterns may be written in Unicode; they
+// are converted to punycode. "*.example.com" matches subdomains at any
+// depth but not example.com; "*" matches any public host (two labels or
+// more, outside localhost, local, internal, arpa, test, invalid, onion
+// and alt).
+//
+// # The policy script
+//
+// policy_script is Starlark, compiled once by New (syntax errors carry
+// the line). It may define is_host_allowed(host), on_request(req) and
+// on_response(resp, req). A host must pass allowed_hosts and
+// is_host_allowed when both exist: the script can narrow the allowlist,
+// never widen it. req has method, url, host (read-only), headers (a dict
+// of canonical names to lists of strings; a string is taken as one
+// value) and body (a string, or None when it is streamed); resp has
+// status_code, headers and body. Fields are attributes (req.headers) or
+// keys (req["headers"]). Returning None blocks. Each call is bounded in
+// steps and time; load() is refused. Scripts never see secret values.
+//
+// # Secrets
+//
+// Each secret gets a placeholder, AIRLOCK_SECRET_<name>_<32 hex digits
+// from crypto/rand>, the only thing the sandbox's environment holds.
+// Requests to a host a secret is scoped to get the value in place of the
+// placeholder in their URL (percent-encoded), headers (Basic credentials
+// decoded and encoded again) and body; a placeholder of a secret not
+// scoped to the host is a leak and blocks the request. A value is only
+// ever written into a request to a host it is scoped to; the leak check
+// finds placeholders as the sandbox wrote them, so one hidden by an
+// encoding (percent-encoding, base64 other than Basic credentials) goes
+// out as the worthless placeholder it is. Bodies that cannot be scanned
+// (CheckBodyEncoding) or are too long for the caller to re-frame
+// (Reader's limit) block.
+package policy

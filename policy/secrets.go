@@ -1,0 +1,256 @@
+package policy
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// PlaceholderPrefix begins every placeholder. A placeholder is
+// PlaceholderPrefix, the secret's name, '_' and 32 hexadecimal digits
+// from crypto/rand (128 bits): recognisable in logs, impossible to
+// guess, and made only of characters that URLs, headers and JSON carry
+// unescaped.
+const PlaceholderPrefix = "AIRLOCK_SECRET_"
+
+// secret is a secret with its placeholder.
+type secret struct {
+	secretSpec
+	placeholder string
+}
+
+func makePlaceholder(name string) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("making the placeholder of secret %s: %w", name, err)
+	}
+	return PlaceholderPrefix + name + "_" + hex.EncodeToString(b[:]), nil
+}
+
+// inScope reports whether the secret may be sent to a normalised host.
+func (s *secret) inScope(host string, ok bool) bool {
+	if !ok {
+		return false
+	}
+	_, m := s.hosts.match(host)
+	return m
+}
+
+// Substituter replaces the placeholders in the parts of one request (its
+// URL, headers and body) for the request's destination host. Make one
+// with Policy.Substituter; it is safe for concurrent use.
+//
+// Placeholders of secrets scoped to the host become the secret values.
+// A placeholder of any other secret makes the call fail with a
+// BlockError whose Reason is ReasonSecretLeak: the caller must then
+// block the whole request, and must not send any part of it that was
+// not yet sent.
+type Substituter struct {
+	host string
+	// plain substitutes values as they are; url escapes them for a URL.
+	plain, url *engine
+	// headerUnsafe is set when an in-scope value holds CR, LF or NUL,
+	// which cannot go into a header.
+	headerUnsafe bool
+}
+
+func newSubstituter(secrets []secret, host string) *Substituter {
+	name, ok := normalizeName(host)
+	s := &Substituter{host: host}
+	var plain, url []rule
+	for i := range secrets {
+		sec := &secrets[i]
+		from := []byte(sec.placeholder)
+		if sec.inScope(name, ok) {
+			plain = append(plain, rule{from: from, to: []byte(sec.value)})
+			url = append(url, rule{from: from, to: []byte(escapeURLValue(sec.value))})
+			if strings.ContainsAny(sec.value, "\r\n\x00") {
+				s.headerUnsafe = true
+			}
+			continue
+		}
+		plain = append(plain, rule{from: from, leak: sec.name})
+		url = append(url, rule{from: from, leak: sec.name})
+	}
+	s.plain = newEngine(plain, host)
+	s.url = newEngine(url, host)
+	return s
+}
+
+// Host returns the destination host the Substituter was made for.
+func (s *Substituter) Host() string { return s.host }
+
+// Bytes rewrites a whole buffer: a body, or any other part of a request
+// that is not a URL or a header. It returns b itself when nothing
+// changes.
+func (s *Substituter) Bytes(b []byte) ([]byte, error) {
+	return s.plain.bytes(b)
+}
+
+// String rewrites a string, as Bytes does.
+func (s *Substituter) String(v string) (string, error) {
+	if s.plain.quiet([]byte(v)) {
+		return v, nil
+	}
+	out, err := s.plain.bytes([]byte(v))
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// URL rewrites a request URL (absolute or origin-form). Values are
+// percent-encoded (every byte outside A-Z, a-z, 0-9, '-', '.', '_' and
+// '~'), which servers decode back to the value in a path or a query.
+func (s *Substituter) URL(u string) (string, error) {
+	if s.url.quiet([]byte(u)) {
+		return u, nil
+	}
+	out, err := s.url.bytes([]byte(u))
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// Header rewrites the value of one header field. The credentials of
+// "Authorization: Basic" and "Proxy-Authorization: Basic" are decoded,
+// rewritten and encoded again, so that a placeholder given as a user's
+// password (curl -u, git over https) works. A value with CR, LF or NUL
+// cannot go into a header: the result is then a BlockError with
+// ReasonSecretUnrewritable.
+func (s *Substituter) Header(name, value string) (string, error) {
+	if http.CanonicalHeaderKey(name) == "Authorization" || http.CanonicalHeaderKey(name) == "Proxy-Authorization" {
+		if scheme, cred, ok := strings.Cut(value, " "); ok && strings.EqualFold(scheme, "Basic") {
+			if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil {
+				out, err := s.Bytes(dec)
+				if err != nil {
+					return "", err
+				}
+				if string(out) != string(dec) {
+					// base64 carries any byte, line breaks included.
+					return scheme + " " + base64.StdEncoding.EncodeToString(out), nil
+				}
+			}
+		}
+	}
+	out, err := s.String(value)
+	if err != nil {
+		return "", err
+	}
+	if out != value && s.headerUnsafe && strings.ContainsAny(out, "\r\n\x00") {
+		return "", s.unsafeHeader(name)
+	}
+	return out, nil
+}
+
+func (s *Substituter) unsafeHeader(name string) error {
+	return &BlockError{Reason: ReasonSecretUnrewritable, Detail: fmt.Sprintf("a secret value for %s holds a line break or NUL, which cannot go into the %s header", s.host, http.CanonicalHeaderKey(name))}
+}
+
+// Reader rewrites a stream (a request body sent as it arrives). A
+// placeholder split across reads is still found: the reader holds back
+// at most the length of the longest placeholder. limit bounds the input
+// bytes it will scan; past it, Read fails with a BlockError with
+// ReasonSecretUnrewritable (the caller blocks, for example because it
+// must know the rewritten length before sending). A negative limit means
+// no bound. A leak makes Read fail with ReasonSecretLeak, and nothing
+// after the last byte already returned is released. When the policy has
+// no secrets, Reader returns r itself.
+func (s *Substituter) Reader(r io.Reader, limit int64) io.Reader {
+	if s.plain.empty() {
+		return r
+	}
+	return newRewriter(s.plain, r, limit)
+}
+
+// Request rewrites req's URL, headers and body in place. On error, req
+// may be partly rewritten and must be dropped.
+func (s *Substituter) Request(req *Request) error {
+	u, err := s.URL(req.URL)
+	if err != nil {
+		return err
+	}
+	req.URL = u
+	for k, vs := range req.Header {
+		for i, v := range vs {
+			out, err := s.Header(k, v)
+			if err != nil {
+				return err
+			}
+			vs[i] = out
+		}
+	}
+	if req.Body != nil {
+		b, err := s.Bytes(req.Body)
+		if err != nil {
+			return err
+		}
+		req.Body = b
+	}
+	return nil
+}
+
+// escapeURLValue percent-encodes every byte but the unreserved ones.
+func escapeURLValue(v string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	return b.String()
+}
+
+// Scrubber replaces secret values in response data by their
+// placeholders, so that a server echoing a credential does not hand it
+// to the sandbox. It scrubs only when the policy's ScrubResponses is set;
+// otherwise it returns data unchanged.
+type Scrubber struct {
+	e *engine
+}
+
+// Bytes scrubs a whole buffer; it returns b itself when nothing changes.
+func (s *Scrubber) Bytes(b []byte) []byte {
+	out, _ := s.e.bytes(b) // scrub rules never leak
+	return out
+}
+
+// String scrubs a string.
+func (s *Scrubber) String(v string) string {
+	if s.e.empty() {
+		return v
+	}
+	return string(s.Bytes([]byte(v)))
+}
+
+// Header scrubs every value of a header in place.
+func (s *Scrubber) Header(h http.Header) {
+	if s.e.empty() {
+		return
+	}
+	for _, vs := range h {
+		for i, v := range vs {
+			vs[i] = s.String(v)
+		}
+	}
+}
+
+// Reader scrubs a stream, holding back at most the length of the longest
+// secret value.
+func (s *Scrubber) Reader(r io.Reader) io.Reader {
+	if s.e.empty() {
+		return r
+	}
+	return newRewriter(s.e, r, -1)
+}
