@@ -53,6 +53,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./internal/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzServeLine$$' -fuzztime $(FUZZTIME) ./internal/rpc
 	$(GO) test -run '^$$' -fuzz '^FuzzParseChunk$$' -fuzztime $(FUZZTIME) ./client
+	$(GO) test -run '^$$' -fuzz '^FuzzHostGlob$$' -fuzztime $(FUZZTIME) ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzRewrite$$' -fuzztime $(FUZZTIME) ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzCut$$' -fuzztime $(FUZZTIME) ./internal/jsonblob
 
 bench: build
