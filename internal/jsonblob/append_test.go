@@ -68,38 +68,51 @@ func TestAppendMarshal(t *testing.T) {
 	}
 }
 
-// TestBase64 compares the split encoder and decoder with encoding/base64
-// at sizes around the pieces' boundaries, with errors at various places.
+// TestBase64 compares the encoder and decoder with encoding/base64 at
+// sizes around the pieces' boundaries, with errors at various places.
 func TestBase64(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	defer func(n int) { splitMin = n }(splitMin)
-	splitMin = 64
+	splitMin = 2 * fastMin
 	r := rand.New(rand.NewPCG(3, 4))
 	src := make([]byte, 4*splitMin+10)
 	for i := range src {
 		src[i] = byte(r.Uint32())
 	}
-	for _, n := range []int{0, 1, 2, 3, splitMin - 1, 2*splitMin - 1, 2 * splitMin, 2*splitMin + 1, 2*splitMin + 2, 3*splitMin + 5, len(src)} {
+	for _, n := range []int{0, 1, 2, 3, fastMin - 1, fastMin, fastMin + 1, fastMin + 2, splitMin - 1, 2*splitMin - 1, 2 * splitMin, 2*splitMin + 1, 2*splitMin + 2, 3*splitMin + 5, len(src)} {
 		want := base64.StdEncoding.EncodeToString(src[:n])
 		got := AppendEncode([]byte("x"), src[:n])
 		if string(got) != "x"+want {
 			t.Fatalf("AppendEncode of %d bytes differs", n)
 		}
 		checkDecode(t, []byte(want))
-		if n < 2*splitMin {
+		if n < fastMin {
 			continue
 		}
 		// Corrupt it in each piece and at the edges.
-		for _, at := range []int{0, 1, len(want)/4 - 1, len(want) / 4, len(want)/2 - 2, len(want) / 2, len(want) - 3, len(want) - 1} {
-			for _, c := range []byte{'=', '\n', '\r', '"', '\\', 0, 'A'} {
+		for _, at := range []int{0, 1, 15, 16, 17, len(want)/4 - 1, len(want) / 4, len(want)/2 - 2, len(want) / 2, len(want) - 17, len(want) - 3, len(want) - 1} {
+			for _, c := range []byte{'=', '\n', '\r', '"', '\\', 0, 0x80, 'A'} {
 				b := []byte(want)
 				b[at] = c
 				checkDecode(t, b)
 			}
 		}
 		checkDecode(t, []byte(want)[:len(want)-1])
+		checkDecode(t, []byte(want)[:len(want)-2])
 		checkDecode(t, append([]byte(want), "===="...))
 		checkDecode(t, append([]byte(want), "\r\n"...))
+		checkDecode(t, append([]byte(want), "QQ=="...))
+	}
+	// Random corruption, sizes and padding.
+	for range 300 {
+		n := r.IntN(6 * fastMin)
+		b := []byte(base64.StdEncoding.EncodeToString(src[:n]))
+		for range r.IntN(3) {
+			if len(b) > 0 {
+				b[r.IntN(len(b))] = "=\n\r!A/+"[r.IntN(7)]
+			}
+		}
+		checkDecode(t, b)
 	}
 }
 
@@ -128,5 +141,44 @@ func BenchmarkDecodeString(b *testing.B) {
 		if _, err := DecodeString(src); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestBuffers(t *testing.T) {
+	defer func() {
+		kept.mu.Lock()
+		clear(kept.bufs)
+		kept.bufs, kept.total = nil, 0
+		kept.mu.Unlock()
+	}()
+	if b := Buffer(10); cap(b) < 10 || len(b) != 0 {
+		t.Fatalf("Buffer(10): len %d cap %d", len(b), cap(b))
+	}
+	a, b := Buffer(3<<20), Buffer(5<<20)
+	Recycle(a[:7])
+	Recycle(b)
+	Recycle(make([]byte, 100)) // too small to keep
+	if got := Buffer(2 << 20); cap(got) != cap(a) || &got[:1][0] != &a[:1][0] {
+		t.Errorf("Buffer(2 MiB) did not reuse the 3 MiB buffer: cap %d", cap(got))
+	}
+	if got := Buffer(1 << 20); cap(got) == cap(b) {
+		t.Errorf("Buffer(1 MiB) took a buffer more than twice as large")
+	}
+	if got := Buffer(4 << 20); cap(got) != cap(b) {
+		t.Errorf("Buffer(4 MiB) did not reuse the 5 MiB buffer: cap %d", cap(got))
+	}
+	if got := Buffer(4 << 20); cap(got) == cap(b) {
+		t.Errorf("a buffer was handed out twice")
+	}
+	// The total is bounded, the smallest going first.
+	for range 5 {
+		Recycle(make([]byte, 0, keepBytes/3+1))
+	}
+	Recycle(make([]byte, 0, 2<<20))
+	kept.mu.Lock()
+	total, n := kept.total, len(kept.bufs)
+	kept.mu.Unlock()
+	if total > keepBytes || n != 3 {
+		t.Errorf("kept %d bytes in %d buffers", total, n)
 	}
 }

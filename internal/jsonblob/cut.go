@@ -338,12 +338,12 @@ func (w *walker) str() (plain, ok bool) {
 	b, i := w.b, w.i
 	plain = true
 	for {
-		q := bytes.IndexByte(b[i:], '"')
+		q := indexByte(b[i:], '"')
 		if q < 0 {
 			return false, false
 		}
 		seg := b[i : i+q]
-		bs := bytes.IndexByte(seg, '\\')
+		bs := indexByte(seg, '\\')
 		if bs < 0 {
 			ctl, high := scan(seg)
 			if ctl {
@@ -381,6 +381,18 @@ func (w *walker) str() (plain, ok bool) {
 			return false, false
 		}
 	}
+}
+
+// indexByte is bytes.IndexByte a megabyte at a time: the garbage
+// collector cannot stop a goroutine inside one call of it.
+func indexByte(b []byte, c byte) int {
+	const window = 1 << 20
+	for off := 0; off < len(b); off += window {
+		if i := bytes.IndexByte(b[off:min(off+window, len(b))], c); i >= 0 {
+			return off + i
+		}
+	}
+	return -1
 }
 
 func isHex(c byte) bool {

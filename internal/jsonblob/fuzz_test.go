@@ -1,8 +1,10 @@
 package jsonblob
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -54,6 +56,28 @@ func FuzzCut(f *testing.F) {
 		got, err := DecodeString(raw)
 		if (err == nil) != (wantErr == nil) || string(got) != string(want) {
 			t.Fatalf("DecodeString(%q) = %q, %v; want %q, %v", raw, got, err, want, wantErr)
+		}
+	})
+}
+
+// FuzzBase64 compares the encoder and decoder with encoding/base64 on
+// inputs large enough for their tables, with a byte of the encoding
+// changed.
+func FuzzBase64(f *testing.F) {
+	f.Add([]byte("hello, world"), uint16(5), byte('='))
+	f.Add([]byte{0, 1, 2}, uint16(0), byte('A'))
+	f.Add([]byte("x"), uint16(700), byte('\n'))
+	f.Fuzz(func(t *testing.T, seed []byte, at uint16, c byte) {
+		src := bytes.Repeat(append(seed, 1), 3*fastMin/(len(seed)+1)+1)
+		enc := AppendEncode(nil, src)
+		if want := base64.StdEncoding.EncodeToString(src); string(enc) != want {
+			t.Fatalf("AppendEncode differs from encoding/base64")
+		}
+		enc[int(at)%len(enc)] = c
+		want, wantErr := base64.StdEncoding.DecodeString(string(enc))
+		got, err := DecodeString(enc)
+		if !bytes.Equal(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("DecodeString = %d bytes, %v; want %d bytes, %v", len(got), err, len(want), wantErr)
 		}
 	})
 }
