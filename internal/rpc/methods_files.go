@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // writeFile writes a whole file.
@@ -21,7 +21,7 @@ func (ss *session) writeFile(ctx context.Context, j *job) (any, error) {
 	if e := needPath(api.MethodWriteFile, p.Path); e != nil {
 		return nil, e
 	}
-	data, e := decodeBase64(api.MethodWriteFile, "content", p.Content)
+	data, e := writeFileContent(j, &p)
 	if e != nil {
 		return nil, e
 	}
@@ -33,10 +33,34 @@ func (ss *session) writeFile(ctx context.Context, j *job) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sbe.sb.WriteFile(ctx, p.Path, data, mode); err != nil {
+	err = sbe.sb.WriteFile(ctx, p.Path, data, mode)
+	// Nothing refers to data any more: keep its memory for the next
+	// large request.
+	jsonblob.Recycle(data)
+	if err != nil {
 		return nil, fileError(ctx, sbe, "write", p.Path, err)
 	}
 	return api.WriteFileResult{Size: int64(len(data))}, nil
+}
+
+// writeFileContent decodes the content of a write_file request: from the
+// params, or as cut out of a large request line.
+func writeFileContent(j *job, p *api.WriteFileParams) ([]byte, *api.Error) {
+	raw := j.req.content
+	if raw == nil {
+		return decodeBase64(api.MethodWriteFile, "content", p.Content)
+	}
+	// Into memory kept from an earlier large request if there is some.
+	data, err := jsonblob.AppendDecode(jsonblob.Buffer(base64.StdEncoding.DecodedLen(len(raw))), raw)
+	var e *api.Error
+	if err != nil {
+		// The same error as from the params.
+		data, e = decodeBase64(api.MethodWriteFile, "content", string(raw))
+	}
+	// Nothing else refers to the line: keep its memory for the next one.
+	jsonblob.Recycle(j.req.line)
+	j.req.content, j.req.line = nil, nil
+	return data, e
 }
 
 // readFile reads a whole file, within max_bytes and what fits in one
@@ -74,17 +98,24 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 		return nil, commonError(ctx, sbe, err)
 	}
 	defer buf.release()
+	// Room for the whole file at once, rather than copies as it grows,
+	// in memory kept from an earlier large request if there is some.
+	buf.buf = jsonblob.Buffer(int(buf.held))
 	fi, err := sbe.sb.ReadFileTo(ctx, p.Path, buf, maxBytes)
 	if err != nil {
+		jsonblob.Recycle(buf.buf)
 		if buf.overBudget {
 			return nil, rpcError(api.CodeLimitExceeded, "read %s: the file grew while being read and the server holds too much file data for other requests: retry", quote(p.Path))
 		}
 		return nil, fileError(ctx, sbe, "read", p.Path, err)
 	}
-	return api.ReadFileResult{
-		Content: base64.StdEncoding.EncodeToString(buf.buf.Bytes()),
-		Size:    int64(buf.buf.Len()),
-		Mode:    uint32(fi.Mode),
+	// The content goes into the response line as base64 without
+	// encoding/json going over it; then its memory is kept for reuse.
+	return &blobResult{
+		v:       api.ReadFileResult{Size: int64(len(buf.buf)), Mode: uint32(fi.Mode)},
+		key:     "content",
+		blob:    buf.buf,
+		recycle: true,
 	}, nil
 }
 
@@ -97,19 +128,20 @@ var errOverBudget = errors.New("file data in flight over budget")
 type budgetBuffer struct {
 	b          *budget
 	held       int64
-	buf        bytes.Buffer
+	buf        []byte
 	overBudget bool
 }
 
 func (w *budgetBuffer) Write(p []byte) (int, error) {
-	if need := int64(w.buf.Len()+len(p)) - w.held; need > 0 {
+	if need := int64(len(w.buf)+len(p)) - w.held; need > 0 {
 		if !w.b.tryAcquire(need) {
 			w.overBudget = true
 			return 0, errOverBudget
 		}
 		w.held += need
 	}
-	return w.buf.Write(p)
+	w.buf = append(w.buf, p...)
+	return len(p), nil
 }
 
 func (w *budgetBuffer) release() { w.b.release(w.held) }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // errLineTooLong reports a line longer than the limit; it was discarded.
@@ -15,6 +17,9 @@ var errLineTooLong = errors.New("line too long")
 type lineReader struct {
 	r   *bufio.Reader
 	max int64
+	// last is the length of the last line longer than the buffer: the
+	// next such line is likely as long.
+	last int
 }
 
 func newLineReader(r io.Reader, max int64) *lineReader {
@@ -26,10 +31,19 @@ func newLineReader(r io.Reader, max int64) *lineReader {
 // errLineTooLong with its length so far; the reader can go on after it.
 // At the end of input it returns io.EOF (after a last unterminated line,
 // which is returned first).
+//
+// A line longer than the buffer goes into a buffer from jsonblob.Buffer,
+// sized after the last such line: it may have been kept from an earlier
+// request, already in memory (see jsonblob.Recycle). It is copied a
+// megabyte at a time when it has to grow: the garbage collector cannot
+// stop a goroutine inside one large copy. A line that turns out much
+// shorter than its buffer is copied out of it, and the buffer kept.
 func (lr *lineReader) next() ([]byte, int64, error) {
-	var line []byte
-	var n int64
-	tooLong := false
+	var (
+		line    []byte
+		n       int64
+		tooLong bool
+	)
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		n += int64(len(chunk))
@@ -44,6 +58,12 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 				}
 				return nil, n, errLineTooLong
 			} else {
+				if line == nil {
+					line = jsonblob.Buffer(max(lr.last, 256<<10))
+				}
+				if len(line)+len(chunk) > cap(line) {
+					line = grow(line, int(min(max(2*int64(cap(line)), n), lr.max+2)))
+				}
 				line = append(line, chunk...)
 			}
 		}
@@ -60,12 +80,33 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 		if tooLong {
 			return nil, n, errLineTooLong
 		}
+		if line != nil {
+			lr.last = len(line)
+			if len(line) < cap(line)/4 {
+				// Much shorter than the last one: the buffer is better kept
+				// for the next long line.
+				short := bytes.Clone(line)
+				jsonblob.Recycle(line)
+				line = short
+			}
+		}
 		line = trimEOL(line)
 		if int64(len(line)) > lr.max {
 			return nil, n, errLineTooLong
 		}
 		return line, n, nil
 	}
+}
+
+// grow moves b into a buffer with room for n bytes, a megabyte at a time,
+// and gives b up.
+func grow(b []byte, n int) []byte {
+	nb := jsonblob.Buffer(n)
+	for len(nb) < len(b) {
+		nb = append(nb, b[len(nb):min(len(nb)+1<<20, len(b))]...)
+	}
+	jsonblob.Recycle(b)
+	return nb
 }
 
 func trimEOL(b []byte) []byte {

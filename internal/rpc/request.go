@@ -8,10 +8,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // maxIDBytes bounds a request id, which is echoed in every response.
 const maxIDBytes = 1024
+
+// contentCutMin is the length of line from which the content of a
+// write_file request is cut out of the line before it is parsed, so that
+// encoding/json parses only the rest. (A variable for the tests.)
+var contentCutMin = 256 << 10
 
 // request is a parsed, valid JSON-RPC 2.0 request or notification.
 type request struct {
@@ -19,6 +25,13 @@ type request struct {
 	params json.RawMessage // nil, or a JSON object
 	id     json.RawMessage // nil for a notification
 	size   int64           // bytes of the line
+	// content is, for a large write_file request, the text of its
+	// "content" param, cut out of the line (params hold "content":""
+	// instead). It has no escapes: its text is its value. Nil otherwise.
+	content []byte
+	// line is then the line content is part of: nothing else refers to
+	// it, so it can be recycled once content is decoded.
+	line []byte
 }
 
 // badRequest is a line that is not a valid request, with the id to
@@ -37,7 +50,28 @@ type envelope struct {
 }
 
 // parseRequest checks one line. It returns nil, nil for a blank line.
+//
+// A large write_file request is mostly the base64 of its content, which
+// encoding/json would go over several times. Its content is cut out of
+// the line in one pass first (jsonblob.Cut, which only does so when the
+// result is certain to be the same); anything else about the request,
+// including whether it is valid at all, is then decided on the rest of
+// the line. On any doubt the whole line takes the ordinary path.
 func parseRequest(line []byte) (*request, *badRequest) {
+	if len(line) >= contentCutMin {
+		if rest, raw, ok := jsonblob.Cut(line, "params", "content"); ok {
+			if req, bad := parseLine(rest); bad == nil && req != nil && req.method == api.MethodWriteFile {
+				req.content, req.line = raw, line
+				req.size = int64(len(line))
+				return req, nil
+			}
+		}
+	}
+	return parseLine(line)
+}
+
+// parseLine is parseRequest without the cut.
+func parseLine(line []byte) (*request, *badRequest) {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
 		return nil, nil
