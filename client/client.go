@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,12 +9,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // Defaults of Options.
@@ -126,6 +127,13 @@ type message struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *wireError      `json:"error"`
+
+	// content is, for a large response whose call takes it that way, the
+	// text of its result's "content" string, cut out of the line (Result
+	// holds "content":"" instead). It has no escapes: its text is its
+	// value. line is the line it is part of, which nothing else refers
+	// to: the call may recycle it (jsonblob.Recycle) once done.
+	content, line []byte
 }
 
 // wireError is api.Error with its data kept raw.
@@ -371,8 +379,12 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	return c.call(ctx, method, params, result)
 }
 
-// simpleCall waits for the one response of a request.
-type simpleCall struct{ ch chan callResult }
+// simpleCall waits for the one response of a request. With cut, it takes
+// a large response with its result's content cut out (message.content).
+type simpleCall struct {
+	ch  chan callResult
+	cut bool
+}
 
 type callResult struct {
 	msg *message
@@ -387,31 +399,43 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	if err != nil {
 		return fmt.Errorf("airlock %s: encoding params: %w", method, err)
 	}
-	sc := &simpleCall{ch: make(chan callResult, 1)}
-	id, err := c.send(ctx, method, raw, sc)
+	_, _, err = c.roundTrip(ctx, method, appendParams(requestHead(nil, method, len(raw)), raw), raw, result, false)
+	return err
+}
+
+// roundTrip sends a request line (see requestHead) and decodes the result
+// of its response into result (unless nil). params are the encoded
+// params when the request is an exec (nil otherwise), to cancel it. With
+// cut, a large response may come with its result's "content" cut out: it
+// returns that string's text, and result then holds "" there; and the
+// line it is part of, which the caller may recycle once done with it.
+func (c *Client) roundTrip(ctx context.Context, method string, line []byte, params json.RawMessage, result any, cut bool) (content, buf []byte, err error) {
+	sc := &simpleCall{ch: make(chan callResult, 1), cut: cut}
+	id, err := c.sendLine(ctx, method, line, sc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	select {
 	case r := <-sc.ch:
 		if r.err != nil {
-			return r.err
+			return nil, nil, r.err
 		}
 		if r.msg.Error != nil {
-			return r.msg.Error.toError(method)
+			return nil, nil, r.msg.Error.toError(method)
 		}
 		if result != nil {
 			if err := json.Unmarshal(r.msg.Result, result); err != nil {
-				return fmt.Errorf("airlock %s: decoding the server's result: %w", method, err)
+				jsonblob.Recycle(r.msg.line)
+				return nil, nil, fmt.Errorf("airlock %s: decoding the server's result: %w", method, err)
 			}
 		}
-		return nil
+		return r.msg.content, r.msg.line, nil
 	case <-ctx.Done():
 		c.forget(id)
 		if method == api.MethodExec {
-			c.cancelExec(id, sandboxIDOf(raw))
+			c.cancelExec(id, sandboxIDOf(params))
 		}
-		return ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -422,25 +446,48 @@ func sandboxIDOf(params json.RawMessage) string {
 	return p.SandboxID
 }
 
-// send registers p for a new id and writes the request.
-func (c *Client) send(ctx context.Context, method string, params json.RawMessage, p pendingCall) (int64, error) {
+// A request line is written as
+//
+//	{"jsonrpc":"2.0","method":<method>,"params":<params>,"id":<id>}
+//
+// with the id last, so that the params can be written straight into the
+// line before the request gets its id.
+
+// requestHead starts a request line in buf (nil: a new one), with room
+// for n bytes of params.
+func requestHead(buf []byte, method string, n int) []byte {
+	m, _ := json.Marshal(method)
+	line := slices.Grow(buf[:0], len(m)+n+64)
+	line = append(line, `{"jsonrpc":"2.0","method":`...)
+	line = append(line, m...)
+	return append(line, `,"params":`...)
+}
+
+// appendParams adds encoded params to a request line.
+func appendParams(line []byte, params json.RawMessage) []byte {
+	return append(line, params...)
+}
+
+// sendLine registers p for a new id and writes the request line (head
+// and params), which it ends with the id.
+func (c *Client) sendLine(ctx context.Context, method string, line []byte, p pendingCall) (int64, error) {
 	id := c.nextID.Add(1)
-	return id, c.sendAs(ctx, id, method, params, p)
+	return id, c.sendLineAs(ctx, id, method, line, p)
 }
 
 // sendAs registers p for id and writes the request.
 func (c *Client) sendAs(ctx context.Context, id int64, method string, params json.RawMessage, p pendingCall) error {
+	return c.sendLineAs(ctx, id, method, appendParams(requestHead(nil, method, len(params)), params), p)
+}
+
+// sendLineAs registers p for id and writes the request line (head and
+// params), which it ends with id.
+func (c *Client) sendLineAs(ctx context.Context, id int64, method string, line []byte, p pendingCall) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m, _ := json.Marshal(method)
-	line := make([]byte, 0, len(params)+len(m)+64)
-	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = append(line, `,"id":`...)
 	line = strconv.AppendInt(line, id, 10)
-	line = append(line, `,"method":`...)
-	line = append(line, m...)
-	line = append(line, `,"params":`...)
-	line = append(line, params...)
 	line = append(line, "}\n"...)
 	// The server answers a line over its limit with an error it cannot
 	// give the request's id (it does not parse the line), so such a call
@@ -516,21 +563,28 @@ func idJSON(id int64) json.RawMessage { return strconv.AppendInt(nil, id, 10) }
 
 // readLoop decodes the server's lines until the connection ends.
 func (c *Client) readLoop() {
-	sc := bufio.NewScanner(c.r)
-	sc.Buffer(make([]byte, min(64<<10, c.opts.MaxLineBytes)), c.opts.MaxLineBytes)
-	var protoErr error
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
+	lr := newLineReader(c.r, c.opts.MaxLineBytes)
+	var protoErr, readErr error
+	for {
+		line, own, err := lr.next()
+		if len(bytes.TrimSpace(line)) > 0 {
+			var kept bool
+			if kept, protoErr = c.handleLine(line); protoErr != nil {
+				break
+			}
+			if own && !kept {
+				// Nothing refers to it: keep its memory for the next one.
+				jsonblob.Recycle(line)
+			}
 		}
-		if protoErr = c.handleLine(line); protoErr != nil {
+		if err != nil {
+			if errors.Is(err, errLineTooLong) {
+				protoErr = fmt.Errorf("protocol error: the server sent a line longer than %d bytes (Options.MaxLineBytes)", c.opts.MaxLineBytes)
+			} else if err != io.EOF {
+				readErr = err
+			}
 			break
 		}
-	}
-	readErr := sc.Err()
-	if errors.Is(readErr, bufio.ErrTooLong) {
-		protoErr = fmt.Errorf("protocol error: the server sent a line longer than %d bytes (Options.MaxLineBytes)", c.opts.MaxLineBytes)
 	}
 	if protoErr != nil {
 		// Stop the server too: nothing it says can be trusted any more.
@@ -588,8 +642,18 @@ func (c *Client) failAll(err error) {
 	}
 }
 
-// handleLine routes one line; an error is a protocol error.
-func (c *Client) handleLine(line []byte) error {
+// handleLine routes one line; an error is a protocol error. The line is
+// not used once it returns, unless kept: a call took its content (see
+// cutResponse).
+func (c *Client) handleLine(line []byte) (kept bool, err error) {
+	if len(line) >= contentCutMin && c.cutResponse(line) {
+		return true, nil
+	}
+	return false, c.routeLine(line)
+}
+
+// routeLine decodes and routes one line; an error is a protocol error.
+func (c *Client) routeLine(line []byte) error {
 	if id, stream, data, ok := parseChunk(line); ok {
 		c.mu.Lock()
 		pc := c.pending[id]
@@ -634,6 +698,41 @@ func (c *Client) handleLine(line []byte) error {
 		c.forgetCall(id, p)
 	}
 	return nil
+}
+
+// contentCutMin is the length of line from which a response may have
+// its result's content cut out rather than be decoded whole.
+const contentCutMin = 256 << 10
+
+// cutResponse hands a large response to a call that takes its result's
+// content cut out (read_file), with that content undecoded: most of the
+// line is its base64, which encoding/json would go over several times.
+// It reports false, having done nothing, for any other line; jsonblob.Cut
+// cuts only when the outcome is certain to be the same.
+func (c *Client) cutResponse(line []byte) bool {
+	rest, raw, ok := jsonblob.Cut(line, "result", "content")
+	if !ok {
+		return false
+	}
+	var m message
+	if json.Unmarshal(rest, &m) != nil || m.Method != "" {
+		return false
+	}
+	id, ok := parseID(m.ID)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	p := c.pending[id]
+	c.mu.Unlock()
+	if sc, ok := p.(*simpleCall); !ok || !sc.cut {
+		return false
+	}
+	m.content, m.line = raw, line
+	if p.deliver(&m) {
+		c.forgetCall(id, p)
+	}
+	return true
 }
 
 // forgetCall drops the pending call of id if it is still p.

@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // Sandbox is a handle for one sandbox of a session. Its methods are safe
@@ -143,12 +145,20 @@ func (s *Sandbox) setID(id *string) {
 // WriteFile writes data to path, replacing the file. mode holds the
 // permission bits; 0 means 0644.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	return s.c.call(ctx, api.MethodWriteFile, api.WriteFileParams{
-		SandboxID: s.id,
-		Path:      path,
-		Content:   base64.StdEncoding.EncodeToString(data),
-		Mode:      unixMode(mode),
-	}, nil)
+	// The base64 of data goes straight into the request line, without
+	// encoding/json going over it.
+	// The line is written into memory kept from an earlier large line if
+	// there is some, and kept in turn once sent.
+	params := api.WriteFileParams{SandboxID: s.id, Path: path, Mode: unixMode(mode)}
+	n := base64.StdEncoding.EncodedLen(len(data)) + 2*len(path) + len(s.id) + 128
+	line := requestHead(jsonblob.Buffer(n+128), api.MethodWriteFile, n)
+	line, err := jsonblob.AppendMarshal(line, params, "content", data)
+	if err != nil {
+		return fmt.Errorf("airlock %s: encoding params: %w", api.MethodWriteFile, err)
+	}
+	_, _, err = s.c.roundTrip(ctx, api.MethodWriteFile, line, nil, nil, false)
+	jsonblob.Recycle(line)
+	return err
 }
 
 // ReadFile returns the content of the file at path. A missing file is an
@@ -156,11 +166,28 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 // (Info's MaxMessageBytes, less a quarter for base64) is refused with an
 // *Error whose FileErrorKind is FileTooLarge: read it in parts with Exec.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	raw, err := json.Marshal(api.ReadFileParams{SandboxID: s.id, Path: path})
+	if err != nil {
+		return nil, fmt.Errorf("airlock %s: encoding params: %w", api.MethodReadFile, err)
+	}
+	// A large file's content comes cut out of the response line, as its
+	// base64 text.
 	var r api.ReadFileResult
-	if err := s.c.call(ctx, api.MethodReadFile, api.ReadFileParams{SandboxID: s.id, Path: path}, &r); err != nil {
+	content, line, err := s.c.roundTrip(ctx, api.MethodReadFile, appendParams(requestHead(nil, api.MethodReadFile, len(raw)), raw), nil, &r, true)
+	if err != nil {
 		return nil, err
 	}
-	b, err := decodeBase64("file content", r.Content)
+	var b []byte
+	if content != nil {
+		if b, err = jsonblob.DecodeString(content); err != nil {
+			// The same error as from the decoded result.
+			b, err = decodeBase64("file content", string(content))
+		}
+		// Nothing else refers to the line: keep its memory for the next.
+		jsonblob.Recycle(line)
+	} else {
+		b, err = decodeBase64("file content", r.Content)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("airlock read_file %s: %w", path, err)
 	}
