@@ -1,0 +1,128 @@
+package netstack
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+// Defaults for Config.
+var (
+	DefaultGatewayV4 = netip.MustParseAddr("10.88.0.1")
+	DefaultSandboxV4 = netip.MustParsePrefix("10.88.0.2/24")
+	// GatewayV6 is the gateway's IPv6 link-local address: the next hop
+	// for IPv6, which gets the same decisions as IPv4. The sandbox has no
+	// IPv6 address yet.
+	GatewayV6 = netip.MustParseAddr("fe80::1")
+)
+
+const (
+	// DefaultMTU is the MTU of the sandbox's link when Config.MTU is 0.
+	DefaultMTU = 1500
+	// DefaultMaxConns bounds the TCP connections and UDP flows forwarded
+	// at once.
+	DefaultMaxConns = 1024
+	// DefaultMaxPins bounds the (name, address) pairs of the pin set.
+	DefaultMaxPins = 4096
+)
+
+// Config describes the network of one sandbox.
+type Config struct {
+	// Policy decides every name, address and flow. Required: there is
+	// no egress without a policy.
+	Policy *policy.Policy
+	// GatewayV4 is the gateway's address, which is also the sandbox's
+	// DNS server; the zero value means DefaultGatewayV4.
+	GatewayV4 netip.Addr
+	// SandboxV4 is the sandbox's address and prefix; the zero value means
+	// DefaultSandboxV4. GatewayV4 must lie inside it.
+	SandboxV4 netip.Prefix
+	// MTU of the link; 0 means DefaultMTU.
+	MTU uint32
+	// MaxConns bounds the TCP connections and UDP flows forwarded at
+	// once; 0 means DefaultMaxConns.
+	MaxConns int
+	// MaxPins bounds the pin set; 0 means DefaultMaxPins.
+	MaxPins int
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// OnEvent receives one Event per DNS answer, connection and blocked
+	// flow. It is called from one goroutine of its own, in order; when it
+	// falls behind, events are dropped (Stack.DroppedEvents) rather than
+	// slowing the network.
+	OnEvent func(Event)
+}
+
+// withDefaults returns c with its zero fields set to their defaults, or an
+// error that says what is wrong.
+func (c Config) withDefaults() (Config, error) {
+	if c.Policy == nil {
+		return c, errors.New("netstack: Config.Policy is required")
+	}
+	if !c.GatewayV4.IsValid() {
+		c.GatewayV4 = DefaultGatewayV4
+	}
+	if !c.SandboxV4.IsValid() {
+		c.SandboxV4 = DefaultSandboxV4
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxPins <= 0 {
+		c.MaxPins = DefaultMaxPins
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case !c.GatewayV4.Is4() || !c.SandboxV4.Addr().Is4():
+		return c, fmt.Errorf("netstack: gateway %s and sandbox %s must be IPv4", c.GatewayV4, c.SandboxV4)
+	case !c.SandboxV4.Contains(c.GatewayV4):
+		return c, fmt.Errorf("netstack: gateway %s is outside the sandbox's network %s", c.GatewayV4, c.SandboxV4)
+	case c.GatewayV4 == c.SandboxV4.Addr():
+		return c, fmt.Errorf("netstack: gateway and sandbox share the address %s", c.GatewayV4)
+	case c.MTU < 1280 || c.MTU > 65535:
+		return c, fmt.Errorf("netstack: MTU %d out of range [1280, 65535]", c.MTU)
+	}
+	return c, nil
+}
+
+// SandboxSide is what the inside of the sandbox must configure on its only
+// interface.
+type SandboxSide struct {
+	// Address is the interface's address and prefix ("10.88.0.2/24").
+	Address netip.Prefix
+	// Gateway is the next hop of the default route.
+	Gateway netip.Addr
+	// DNS lists the name servers for resolv.conf (the gateway).
+	DNS []netip.Addr
+	// MTU of the interface.
+	MTU uint32
+}
+
+// SandboxSide describes what the inside of the sandbox must configure,
+// with the defaults applied.
+func (c *Config) SandboxSide() SandboxSide {
+	d := *c
+	if !d.GatewayV4.IsValid() {
+		d.GatewayV4 = DefaultGatewayV4
+	}
+	if !d.SandboxV4.IsValid() {
+		d.SandboxV4 = DefaultSandboxV4
+	}
+	if d.MTU == 0 {
+		d.MTU = DefaultMTU
+	}
+	return SandboxSide{
+		Address: d.SandboxV4,
+		Gateway: d.GatewayV4,
+		DNS:     []netip.Addr{d.GatewayV4},
+		MTU:     d.MTU,
+	}
+}

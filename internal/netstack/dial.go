@@ -1,0 +1,79 @@
+package netstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+const dialTimeout = 10 * time.Second
+
+// dialUpstream dials dst over proto ("tcp" or "udp") with a dialer whose
+// Control hook asks the policy again, with the same arguments, about the
+// address actually being connected to: the dial goes to the address the
+// sandbox's connection was decided on, never through a resolution.
+func dialUpstream(ctx context.Context, p *policy.Policy, proto string, names []string, dst netip.AddrPort) (net.Conn, error) {
+	d := net.Dialer{
+		Timeout: dialTimeout,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("refusing to dial %q: %w", address, err)
+			}
+			if ap.Addr().Unmap() != dst.Addr().Unmap() || ap.Port() != dst.Port() {
+				return fmt.Errorf("refusing to dial %s: the flow was decided for %s", ap, dst)
+			}
+			if ok, reason := p.FlowAllowed(proto, names, ap.Addr(), ap.Port()); !ok {
+				return fmt.Errorf("refusing to dial %s: %s", ap, reason)
+			}
+			return nil
+		},
+	}
+	return d.DialContext(ctx, proto, dst.String())
+}
+
+// halfCloser is a connection whose write side can be shut down alone.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// splice copies between the sandbox's connection and upstream in both
+// directions, passing a half-close on, until both directions are done. It
+// returns the bytes sent upstream and received from upstream.
+func splice(sandbox, upstream halfCloser) (sent, received int64) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		var err error
+		sent, err = io.Copy(upstream, sandbox)
+		_ = upstream.CloseWrite()
+		if err != nil {
+			// A reset or a failure ends both directions.
+			_ = sandbox.Close()
+			_ = upstream.Close()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		var err error
+		received, err = io.Copy(sandbox, upstream)
+		_ = sandbox.CloseWrite()
+		if err != nil {
+			_ = sandbox.Close()
+			_ = upstream.Close()
+		}
+	}()
+	wg.Wait()
+	_ = sandbox.Close()
+	_ = upstream.Close()
+	return sent, received
+}

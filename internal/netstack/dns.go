@@ -1,0 +1,403 @@
+package netstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+const (
+	// maxDNSQuery bounds a question from the sandbox, over UDP or TCP.
+	maxDNSQuery = 1024
+	// maxDNSUDPAnswer bounds an answer to the sandbox over UDP (the
+	// classic limit, so no EDNS is needed); answers are cut to
+	// maxDNSAddrs addresses, which always fit.
+	maxDNSUDPAnswer = 512
+	// maxDNSAddrs bounds the addresses in one answer.
+	maxDNSAddrs = 8
+	// maxUpstreamAnswer bounds an upstream answer read over TCP.
+	maxUpstreamAnswer = 64 << 10
+	// maxDNSInFlight bounds the questions being resolved at once.
+	maxDNSInFlight = 64
+	// maxAnswerTTL caps the TTL given to the sandbox.
+	maxAnswerTTL = 3600
+	// hostResolverTTL is the TTL of answers from the host's resolver,
+	// which does not report one.
+	hostResolverTTL = 60
+	dnsTimeout      = 5 * time.Second
+)
+
+// errNXDomain is an upstream's "no such name".
+var errNXDomain = errors.New("no such name")
+
+// dnsServer answers the sandbox's questions at the gateway.
+type dnsServer struct {
+	policy *policy.Policy
+	pins   *PinSet
+	emit   func(Event)
+	log    *slog.Logger
+	sem    chan struct{}
+	// lookup resolves name (fully qualified, lower case) for qtype (A or
+	// AAAA) upstream. It returns errNXDomain for a name that does not
+	// exist.
+	lookup func(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error)
+}
+
+func newDNSServer(p *policy.Policy, pins *PinSet, emit func(Event), log *slog.Logger) *dnsServer {
+	d := &dnsServer{policy: p, pins: pins, emit: emit, log: log, sem: make(chan struct{}, maxDNSInFlight)}
+	if servers := p.DNSServers(); len(servers) > 0 {
+		d.lookup = func(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
+			return lookupServers(ctx, servers, name, qtype)
+		}
+	} else {
+		d.lookup = lookupHost
+	}
+	return d
+}
+
+// tryAcquire takes a slot for one question, or reports that too many are
+// in flight.
+func (d *dnsServer) tryAcquire() bool {
+	select {
+	case d.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *dnsServer) release() { <-d.sem }
+
+// answer returns the answer to one query from the sandbox, or nil when
+// nothing is to be sent back. proto is "udp" or "tcp".
+func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []byte {
+	if len(query) > maxDNSQuery {
+		return nil
+	}
+	var p dnsmessage.Parser
+	hdr, err := p.Start(query)
+	if err != nil || hdr.Response {
+		return nil
+	}
+	if hdr.OpCode != 0 {
+		return reply(hdr, nil, dnsmessage.RCodeNotImplemented, nil, 0)
+	}
+	qs, err := p.AllQuestions()
+	if err != nil || len(qs) != 1 {
+		return reply(hdr, nil, dnsmessage.RCodeFormatError, nil, 0)
+	}
+	q := qs[0]
+	if q.Class != dnsmessage.ClassINET {
+		return reply(hdr, &q, dnsmessage.RCodeRefused, nil, 0)
+	}
+	name := normalizeName(q.Name.String())
+	ev := Event{Type: EventDNS, Host: name, Proto: proto, QType: typeName(q.Type)}
+	if ok, reason := d.policy.NameResolvable(name); !ok {
+		ev.Blocked, ev.Reason = true, reason
+		d.emit(ev)
+		return reply(hdr, &q, dnsmessage.RCodeNameError, nil, 0)
+	}
+	if q.Type != dnsmessage.TypeA && q.Type != dnsmessage.TypeAAAA {
+		// No upstream query for any other type: an empty answer, so
+		// that no data rides on TXT, NULL and the like.
+		return reply(hdr, &q, dnsmessage.RCodeSuccess, nil, 0)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+	defer cancel()
+	addrs, ttl, err := d.lookup(ctx, name+".", q.Type)
+	ev.DurationMs = time.Since(start).Milliseconds()
+	switch {
+	case errors.Is(err, errNXDomain):
+		ev.Reason = "nxdomain"
+		d.emit(ev)
+		return reply(hdr, &q, dnsmessage.RCodeNameError, nil, 0)
+	case err != nil:
+		d.log.Debug("dns lookup failed", "name", name, "type", ev.QType, "err", err)
+		ev.Reason = "upstream: " + err.Error()
+		d.emit(ev)
+		return reply(hdr, &q, dnsmessage.RCodeServerFailure, nil, 0)
+	}
+	var kept []netip.Addr
+	var dropped []string
+	for _, a := range addrs {
+		if ok, reason := d.policy.AddrAllowed(a); !ok {
+			dropped = append(dropped, reason)
+			continue
+		}
+		if len(kept) < maxDNSAddrs {
+			kept = append(kept, a)
+		}
+	}
+	ttl = min(ttl, maxAnswerTTL)
+	if len(kept) > 0 {
+		d.pins.Add(name, kept, time.Duration(ttl)*time.Second)
+	}
+	for _, a := range kept {
+		ev.Answers = append(ev.Answers, a.String())
+	}
+	if len(dropped) > 0 {
+		ev.Reason = strings.Join(dropped, "; ")
+		// Every answer dropped is a blocked lookup; some dropped is not.
+		ev.Blocked = len(kept) == 0
+	}
+	d.emit(ev)
+	return reply(hdr, &q, dnsmessage.RCodeSuccess, kept, ttl)
+}
+
+// reply builds an answer to the query hdr and q. It returns nil when the
+// message cannot be built.
+func reply(hdr dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode, addrs []netip.Addr, ttl uint32) []byte {
+	b := dnsmessage.NewBuilder(make([]byte, 0, maxDNSUDPAnswer), dnsmessage.Header{
+		ID:                 hdr.ID,
+		Response:           true,
+		OpCode:             hdr.OpCode,
+		RecursionDesired:   hdr.RecursionDesired,
+		RecursionAvailable: true,
+		RCode:              rcode,
+	})
+	b.EnableCompression()
+	if q == nil {
+		out, err := b.Finish()
+		if err != nil {
+			return nil
+		}
+		return out
+	}
+	if err := b.StartQuestions(); err != nil {
+		return nil
+	}
+	if err := b.Question(*q); err != nil {
+		return nil
+	}
+	if err := b.StartAnswers(); err != nil {
+		return nil
+	}
+	rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: ttl}
+	for _, a := range addrs {
+		var err error
+		switch {
+		case q.Type == dnsmessage.TypeA && a.Is4():
+			err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
+		case q.Type == dnsmessage.TypeAAAA && a.Is6():
+			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
+		}
+		if err != nil {
+			return nil
+		}
+	}
+	out, err := b.Finish()
+	if err != nil || len(out) > maxDNSUDPAnswer {
+		return nil
+	}
+	return out
+}
+
+func typeName(t dnsmessage.Type) string {
+	return strings.TrimPrefix(t.String(), "Type")
+}
+
+// lookupHost resolves with the host's resolver.
+func lookupHost(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
+	network := "ip4"
+	if qtype == dnsmessage.TypeAAAA {
+		network = "ip6"
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, name)
+	if err != nil {
+		var de *net.DNSError
+		if errors.As(err, &de) && de.IsNotFound {
+			// No such name, or no address of this family: answer an
+			// empty NOERROR, as a name with only the other family has.
+			return nil, hostResolverTTL, nil
+		}
+		return nil, 0, err
+	}
+	for i, a := range addrs {
+		if qtype == dnsmessage.TypeA {
+			addrs[i] = a.Unmap()
+		}
+	}
+	return addrs, hostResolverTTL, nil
+}
+
+// lookupServers asks each server in turn, until one answers.
+func lookupServers(ctx context.Context, servers []netip.AddrPort, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
+	var errs []error
+	for _, s := range servers {
+		addrs, ttl, err := lookupServer(ctx, s, name, qtype)
+		if err == nil || errors.Is(err, errNXDomain) {
+			return addrs, ttl, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", s, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, 0, errors.Join(errs...)
+}
+
+// lookupServer asks one server over UDP, and over TCP when the UDP answer
+// is truncated.
+func lookupServer(ctx context.Context, server netip.AddrPort, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
+	qname, err := dnsmessage.NewName(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	var idb [2]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return nil, 0, err
+	}
+	id := binary.BigEndian.Uint16(idb[:])
+	q := dnsmessage.Question{Name: qname, Type: qtype, Class: dnsmessage.ClassINET}
+	msg := dnsmessage.Message{Header: dnsmessage.Header{ID: id, RecursionDesired: true}, Questions: []dnsmessage.Question{q}}
+	query, err := msg.Pack()
+	if err != nil {
+		return nil, 0, err
+	}
+	var d net.Dialer
+	deadline, _ := ctx.Deadline()
+
+	conn, err := d.DialContext(ctx, "udp", server.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	if !deadline.IsZero() {
+		_ = conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write(query); err != nil {
+		return nil, 0, err
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return nil, 0, err
+		}
+		addrs, ttl, truncated, err := parseUpstream(buf[:n], id, q)
+		if errors.Is(err, errMismatch) {
+			continue // a stray datagram: keep waiting
+		}
+		if err != nil || !truncated {
+			return addrs, ttl, err
+		}
+		break
+	}
+
+	tc, err := d.DialContext(ctx, "tcp", server.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tc.Close()
+	if !deadline.IsZero() {
+		_ = tc.SetDeadline(deadline)
+	}
+	framed := binary.BigEndian.AppendUint16(nil, uint16(len(query)))
+	if _, err := tc.Write(append(framed, query...)); err != nil {
+		return nil, 0, err
+	}
+	resp, err := readFramed(tc, maxUpstreamAnswer)
+	if err != nil {
+		return nil, 0, err
+	}
+	addrs, ttl, _, err := parseUpstream(resp, id, q)
+	return addrs, ttl, err
+}
+
+var errMismatch = errors.New("answer does not match the question")
+
+// parseUpstream extracts the addresses of type q.Type that an upstream
+// answer gives for q.Name, following the CNAME chain within the answer.
+func parseUpstream(msg []byte, id uint16, q dnsmessage.Question) (addrs []netip.Addr, ttl uint32, truncated bool, err error) {
+	var p dnsmessage.Parser
+	hdr, err := p.Start(msg)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if !hdr.Response || hdr.ID != id {
+		return nil, 0, false, errMismatch
+	}
+	qs, err := p.AllQuestions()
+	if err != nil || len(qs) != 1 || qs[0].Type != q.Type || !strings.EqualFold(qs[0].Name.String(), q.Name.String()) {
+		return nil, 0, false, errMismatch
+	}
+	if hdr.Truncated {
+		return nil, 0, true, nil
+	}
+	switch hdr.RCode {
+	case dnsmessage.RCodeSuccess:
+	case dnsmessage.RCodeNameError:
+		return nil, 0, false, errNXDomain
+	default:
+		return nil, 0, false, fmt.Errorf("upstream answered %s", hdr.RCode)
+	}
+	answers, err := p.AllAnswers()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	// The names that stand for the question: itself and its aliases.
+	chain := map[string]bool{strings.ToLower(q.Name.String()): true}
+	for range 8 {
+		grew := false
+		for _, rr := range answers {
+			c, ok := rr.Body.(*dnsmessage.CNAMEResource)
+			if ok && chain[strings.ToLower(rr.Header.Name.String())] && !chain[strings.ToLower(c.CNAME.String())] {
+				chain[strings.ToLower(c.CNAME.String())] = true
+				grew = true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	ttl = maxAnswerTTL
+	for _, rr := range answers {
+		if !chain[strings.ToLower(rr.Header.Name.String())] {
+			continue
+		}
+		switch b := rr.Body.(type) {
+		case *dnsmessage.AResource:
+			if q.Type == dnsmessage.TypeA {
+				addrs = append(addrs, netip.AddrFrom4(b.A))
+				ttl = min(ttl, rr.Header.TTL)
+			}
+		case *dnsmessage.AAAAResource:
+			if q.Type == dnsmessage.TypeAAAA {
+				addrs = append(addrs, netip.AddrFrom16(b.AAAA))
+				ttl = min(ttl, rr.Header.TTL)
+			}
+		}
+	}
+	return addrs, ttl, false, nil
+}
+
+// readFramed reads one DNS message with a two-byte length prefix, of at
+// most limit bytes.
+func readFramed(r io.Reader, limit int) ([]byte, error) {
+	var lb [2]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(lb[:]))
+	if n == 0 || n > limit {
+		return nil, fmt.Errorf("dns message of %d bytes (limit %d)", n, limit)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}

@@ -1,0 +1,525 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+const (
+	nicID = 1
+	// GatewayMAC is the gateway's Ethernet address on the sandbox's link.
+	GatewayMAC = "02:00:0a:58:00:01"
+	// maxTCPInFlight bounds TCP handshakes being decided and dialled.
+	maxTCPInFlight = 256
+	// maxDNSTCPConns bounds DNS-over-TCP connections at once.
+	maxDNSTCPConns = 16
+	dnsTCPIdle     = 10 * time.Second
+	udpIdle        = 60 * time.Second
+	maxDatagram    = 65535
+)
+
+// Stack is the running network of one sandbox.
+type Stack struct {
+	cfg    Config
+	s      *stack.Stack
+	pins   *PinSet
+	dns    *dnsServer
+	events *emitter
+	ctx    context.Context
+	cancel context.CancelFunc
+	// slots bounds the TCP connections and UDP flows forwarded at once.
+	slots  chan struct{}
+	dnsTCP chan struct{}
+
+	udpDNS *gonet.UDPConn
+	tcpDNS *gonet.TCPListener
+
+	mu     sync.Mutex
+	closed bool
+	open   map[io.Closer]struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Start runs the sandbox's network on linkFD, a file descriptor that
+// carries one Ethernet frame per read and write: a TAP device (IFF_TAP |
+// IFF_NO_PI), or a SOCK_DGRAM or SOCK_SEQPACKET socket whose peer is the
+// sandbox (a socketpair given to QEMU's dgram netdev, for example). The
+// caller keeps ownership of linkFD: close it after Close. Cancelling ctx
+// closes the Stack.
+func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	mode := fdbased.Readv
+	if isSock, err := fdbased.IsSocketFD(linkFD); err != nil {
+		return nil, fmt.Errorf("netstack: inspecting link fd %d: %w", linkFD, err)
+	} else if isSock {
+		mode = fdbased.RecvMMsg
+	}
+	mac, err := net.ParseMAC(GatewayMAC)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := fdbased.New(&fdbased.Options{
+		FDs:                []int{linkFD},
+		MTU:                cfg.MTU,
+		EthernetHeader:     true,
+		Address:            tcpip.LinkAddress(mac),
+		PacketDispatchMode: mode,
+		ClosedFunc: func(e tcpip.Error) {
+			cfg.Logger.Debug("netstack link closed", "err", e)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netstack: link endpoint on fd %d: %w", linkFD, err)
+	}
+
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	fail := func(what string, e tcpip.Error) (*Stack, error) {
+		s.Close()
+		s.Wait()
+		return nil, fmt.Errorf("netstack: %s: %s", what, e)
+	}
+	sack := tcpip.TCPSACKEnabled(true)
+	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); e != nil {
+		return fail("enabling SACK", e)
+	}
+	if e := s.CreateNIC(nicID, ep); e != nil {
+		return fail("creating the NIC", e)
+	}
+	// Promiscuous: take packets for every destination, to forward them.
+	// Spoofing: answer from those destinations.
+	if e := s.SetPromiscuousMode(nicID, true); e != nil {
+		return fail("promiscuous mode", e)
+	}
+	if e := s.SetSpoofing(nicID, true); e != nil {
+		return fail("spoofing", e)
+	}
+	gw := tcpip.AddrFrom4(cfg.GatewayV4.As4())
+	if e := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+		Protocol:          ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: gw, PrefixLen: cfg.SandboxV4.Bits()},
+	}, stack.AddressProperties{}); e != nil {
+		return fail("adding the gateway address", e)
+	}
+	// A link-local address, so that IPv6 packets can be routed to the
+	// gateway (and decided like IPv4 ones) once the sandbox has IPv6.
+	if e := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+		Protocol:          ipv6.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(GatewayV6.As16()), PrefixLen: 64},
+	}, stack.AddressProperties{}); e != nil {
+		return fail("adding the gateway's IPv6 address", e)
+	}
+	s.SetRouteTable([]tcpip.Route{
+		{Destination: header.IPv4EmptySubnet, NIC: nicID},
+		{Destination: header.IPv6EmptySubnet, NIC: nicID},
+	})
+
+	ctx, cancel := context.WithCancel(ctx)
+	st := &Stack{
+		cfg:    cfg,
+		s:      s,
+		pins:   NewPinSet(cfg.MaxPins),
+		events: newEmitter(cfg.OnEvent),
+		ctx:    ctx,
+		cancel: cancel,
+		slots:  make(chan struct{}, cfg.MaxConns),
+		dnsTCP: make(chan struct{}, maxDNSTCPConns),
+		open:   make(map[io.Closer]struct{}),
+	}
+	st.dns = newDNSServer(cfg.Policy, st.pins, st.emit, cfg.Logger)
+
+	tcpFwd := tcp.NewForwarder(s, 0, maxTCPInFlight, st.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
+	udpFwd := udp.NewForwarder(s, st.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
+
+	dnsAddr := tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}
+	st.udpDNS, err = gonet.DialUDP(s, &dnsAddr, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("netstack: DNS over UDP at %s:53: %w", cfg.GatewayV4, err)
+	}
+	st.tcpDNS, err = gonet.ListenTCP(s, dnsAddr, ipv4.ProtocolNumber)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("netstack: DNS over TCP at %s:53: %w", cfg.GatewayV4, err)
+	}
+	st.wg.Add(3)
+	go st.serveDNSUDP()
+	go st.serveDNSTCP()
+	go func() {
+		defer st.wg.Done()
+		<-ctx.Done()
+		go st.Close()
+	}()
+	return st, nil
+}
+
+// Pins returns the sandbox's pin set.
+func (st *Stack) Pins() *PinSet { return st.pins }
+
+// DroppedEvents returns how many events were dropped because OnEvent fell
+// behind.
+func (st *Stack) DroppedEvents() uint64 { return st.events.dropped.Load() }
+
+// Close stops the network: every forwarded connection is closed, the
+// stack stops reading the link, and the queued events are delivered. It
+// does not close the link fd.
+func (st *Stack) Close() error {
+	st.once.Do(func() {
+		st.mu.Lock()
+		st.closed = true
+		open := st.open
+		st.open = nil
+		st.mu.Unlock()
+		st.cancel()
+		if st.udpDNS != nil {
+			st.udpDNS.Close()
+		}
+		if st.tcpDNS != nil {
+			st.tcpDNS.Close()
+		}
+		for c := range open {
+			c.Close()
+		}
+		st.wg.Wait()
+		st.s.Close()
+		st.s.Wait()
+		st.events.close()
+	})
+	return nil
+}
+
+// enter registers a goroutine doing work for the stack, unless it is
+// closing.
+func (st *Stack) enter() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return false
+	}
+	st.wg.Add(1)
+	return true
+}
+
+// track registers connections to close when the stack closes; it reports
+// false (and closes them) when the stack is already closing.
+func (st *Stack) track(cs ...io.Closer) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		st.open[c] = struct{}{}
+	}
+	return true
+}
+
+func (st *Stack) untrack(cs ...io.Closer) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range cs {
+		delete(st.open, c)
+	}
+}
+
+func (st *Stack) trySlot() bool {
+	select {
+	case st.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (st *Stack) releaseSlot() { <-st.slots }
+
+func (st *Stack) emit(ev Event) {
+	if ev.Blocked {
+		st.cfg.Logger.Info("netstack blocked", "type", ev.Type, "host", ev.Host, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason)
+	}
+	st.events.emit(ev)
+}
+
+func toNetip(a tcpip.Address) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return ip
+}
+
+// isGateway reports whether ip is one of the gateway's own addresses.
+func (st *Stack) isGateway(ip netip.Addr) bool {
+	return ip.Unmap() == st.cfg.GatewayV4 || ip == GatewayV6
+}
+
+// decide returns the names pinned to dst and whether a flow to dst:port
+// may pass, and if not, why.
+func (st *Stack) decide(proto string, dst netip.Addr, port uint16) (names []string, ok bool, reason string) {
+	if !dst.IsValid() {
+		return nil, false, "invalid destination"
+	}
+	if st.isGateway(dst) {
+		return nil, false, fmt.Sprintf("gateway: only DNS (port 53) is served at %s", st.cfg.GatewayV4)
+	}
+	names = st.pins.Names(dst)
+	ok, reason = st.cfg.Policy.FlowAllowed(proto, names, dst, port)
+	return names, ok, reason
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
+	if !st.enter() {
+		r.Complete(true)
+		return
+	}
+	defer st.wg.Done()
+	id := r.ID()
+	dst := toNetip(id.LocalAddress)
+	port := id.LocalPort
+	names, ok, reason := st.decide("tcp", dst, port)
+	ev := Event{Type: EventConnect, Host: firstName(names), IP: dst.String(), Port: port, Proto: "tcp"}
+	if !ok {
+		r.Complete(true)
+		ev.Blocked, ev.Reason = true, reason
+		st.emit(ev)
+		return
+	}
+	if !st.trySlot() {
+		r.Complete(true)
+		ev.Blocked, ev.Reason = true, fmt.Sprintf("too many connections (%d)", st.cfg.MaxConns)
+		st.emit(ev)
+		return
+	}
+	defer st.releaseSlot()
+	start := time.Now()
+	up, err := dialUpstream(st.ctx, st.cfg.Policy, "tcp", names, netip.AddrPortFrom(dst, port))
+	if err != nil {
+		r.Complete(true)
+		ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
+		ev.DurationMs = time.Since(start).Milliseconds()
+		st.emit(ev)
+		return
+	}
+	var wq waiter.Queue
+	tep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		up.Close()
+		ev.Blocked, ev.Reason = true, "sandbox side: "+terr.String()
+		st.emit(ev)
+		return
+	}
+	r.Complete(false)
+	tep.SocketOptions().SetKeepAlive(true)
+	conn := gonet.NewTCPConn(&wq, tep)
+	if !st.track(conn, up) {
+		return
+	}
+	defer st.untrack(conn, up)
+	ev.BytesSent, ev.BytesReceived = splice(conn, up.(*net.TCPConn))
+	ev.DurationMs = time.Since(start).Milliseconds()
+	st.emit(ev)
+}
+
+func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	dst := toNetip(id.LocalAddress)
+	port := id.LocalPort
+	names, ok, reason := st.decide("udp", dst, port)
+	ev := Event{Type: EventUDP, Host: firstName(names), IP: dst.String(), Port: port, Proto: "udp"}
+	if !ok {
+		ev.Blocked, ev.Reason = true, reason
+		st.emit(ev)
+		return true // dropped, silently for the sandbox
+	}
+	if !st.trySlot() {
+		ev.Blocked, ev.Reason = true, fmt.Sprintf("too many flows (%d)", st.cfg.MaxConns)
+		st.emit(ev)
+		return true
+	}
+	if !st.enter() {
+		st.releaseSlot()
+		return true
+	}
+	var wq waiter.Queue
+	uep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		st.releaseSlot()
+		st.wg.Done()
+		ev.Blocked, ev.Reason = true, "sandbox side: "+terr.String()
+		st.emit(ev)
+		return true
+	}
+	conn := gonet.NewUDPConn(&wq, uep)
+	go func() {
+		defer st.wg.Done()
+		defer st.releaseSlot()
+		st.relayUDP(conn, names, netip.AddrPortFrom(dst, port), ev)
+	}()
+	return true
+}
+
+// relayUDP passes datagrams between the sandbox's flow and upstream until
+// the flow has been idle for udpIdle.
+func (st *Stack) relayUDP(conn *gonet.UDPConn, names []string, dst netip.AddrPort, ev Event) {
+	start := time.Now()
+	up, err := dialUpstream(st.ctx, st.cfg.Policy, "udp", names, dst)
+	if err != nil {
+		conn.Close()
+		ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
+		st.emit(ev)
+		return
+	}
+	if !st.track(conn, up) {
+		return
+	}
+	defer st.untrack(conn, up)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	var sent, received atomic.Int64
+	pump := func(dst, src net.Conn, count *atomic.Int64) {
+		buf := make([]byte, maxDatagram)
+		for {
+			_ = src.SetReadDeadline(time.Now().Add(udpIdle))
+			n, err := src.Read(buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, last.Load())) < udpIdle {
+					continue
+				}
+				break
+			}
+			last.Store(time.Now().UnixNano())
+			if _, err := dst.Write(buf[:n]); err == nil {
+				count.Add(int64(n))
+			}
+		}
+		src.Close()
+		dst.Close()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pump(up, conn, &sent)
+	}()
+	pump(conn, up, &received)
+	wg.Wait()
+	ev.BytesSent, ev.BytesReceived = sent.Load(), received.Load()
+	ev.DurationMs = time.Since(start).Milliseconds()
+	st.emit(ev)
+}
+
+func (st *Stack) serveDNSUDP() {
+	defer st.wg.Done()
+	buf := make([]byte, maxDatagram)
+	for {
+		n, from, err := st.udpDNS.ReadFrom(buf)
+		if err != nil {
+			if st.ctx.Err() == nil {
+				st.cfg.Logger.Debug("netstack DNS over UDP stopped", "err", err)
+			}
+			return
+		}
+		if n > maxDNSQuery || !st.dns.tryAcquire() {
+			continue
+		}
+		if !st.enter() {
+			st.dns.release()
+			return
+		}
+		query := append([]byte(nil), buf[:n]...)
+		go func() {
+			defer st.wg.Done()
+			defer st.dns.release()
+			if resp := st.dns.answer(st.ctx, query, "udp"); resp != nil {
+				_, _ = st.udpDNS.WriteTo(resp, from)
+			}
+		}()
+	}
+}
+
+func (st *Stack) serveDNSTCP() {
+	defer st.wg.Done()
+	for {
+		c, err := st.tcpDNS.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case st.dnsTCP <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		if !st.enter() || !st.track(c) {
+			c.Close()
+			<-st.dnsTCP
+			return
+		}
+		go func() {
+			defer st.wg.Done()
+			defer func() { <-st.dnsTCP }()
+			defer st.untrack(c)
+			defer c.Close()
+			st.serveDNSConn(c)
+		}()
+	}
+}
+
+func (st *Stack) serveDNSConn(c net.Conn) {
+	for {
+		_ = c.SetDeadline(time.Now().Add(dnsTCPIdle))
+		query, err := readFramed(c, maxDNSQuery)
+		if err != nil {
+			return
+		}
+		if !st.dns.tryAcquire() {
+			return
+		}
+		resp := st.dns.answer(st.ctx, query, "tcp")
+		st.dns.release()
+		if resp == nil {
+			return
+		}
+		framed := make([]byte, 2, 2+len(resp))
+		framed[0], framed[1] = byte(len(resp)>>8), byte(len(resp))
+		if _, err := c.Write(append(framed, resp...)); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,33 @@
+//go:build !linux
+
+package netstack
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNeedsLinux is returned by Start on systems other than Linux: the
+// link endpoint reads frames from a file descriptor with Linux system
+// calls.
+var ErrNeedsLinux = errors.New("netstack: the userspace network needs Linux")
+
+// Stack is the running network of one sandbox.
+type Stack struct{}
+
+// Start needs Linux; elsewhere it returns ErrNeedsLinux.
+func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
+	if _, err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	return nil, ErrNeedsLinux
+}
+
+// Pins returns nil.
+func (st *Stack) Pins() *PinSet { return nil }
+
+// DroppedEvents returns 0.
+func (st *Stack) DroppedEvents() uint64 { return 0 }
+
+// Close does nothing.
+func (st *Stack) Close() error { return nil }
