@@ -56,6 +56,9 @@ type dnsServer struct {
 }
 
 func newDNSServer(p *policy.Policy, pins *PinSet, emit func(Event), log *slog.Logger) *dnsServer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	d := &dnsServer{policy: p, pins: pins, emit: emit, log: log, sem: make(chan struct{}, maxDNSInFlight)}
 	if servers := p.DNSServers(); len(servers) > 0 {
 		d.lookup = func(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
