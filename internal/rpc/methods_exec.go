@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,9 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 	}
 	j.releaseLine()
 	start := time.Now()
+	if !stream && !p.OpenStdin && !p.TTY {
+		return ss.runBuffered(ctx, j, sbe, cmd, start)
+	}
 	proc, err := sbe.sb.Start(ctx, cmd)
 	if err != nil {
 		return nil, execError(ctx, sbe, cmd.Argv, err)
@@ -61,17 +65,47 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 	}
 	// The request's own stdin goes first; "stdin" requests wait for it,
 	// signals and cancels do not.
-	go func() {
-		if p.OpenStdin && len(stdin) > 0 {
+	switch {
+	case p.OpenStdin && len(stdin) > 0:
+		go func() {
 			if err := proc.WriteStdin(stdin); err != nil {
 				ss.log.Debug("write initial stdin", "err", err)
 			}
-		}
-		if j.op != nil {
-			j.op.stdinWritten()
-		}
-	}()
+			if j.op != nil {
+				j.op.stdinWritten()
+			}
+		}()
+	case j.op != nil:
+		j.op.stdinWritten()
+	}
 	res, err := proc.Wait()
+	return execOutcome(ctx, j, sbe, cmd.Argv, start, res, err, stream)
+}
+
+// runBuffered runs a command whose output is buffered and whose stdin is
+// given whole (or none), the common case, with the embed API's Run: it
+// collects the command on this goroutine, and the agent does not announce
+// the start. Run keeps no handle on the command: it is cancelled through
+// its context, and cannot be sent signals other than KILL (see
+// runTarget).
+func (ss *session) runBuffered(ctx context.Context, j *job, sbe *sandboxEntry, cmd airlock.Command, start time.Time) (any, error) {
+	if j.op == nil {
+		// A notification: nothing can refer to it.
+		res, err := sbe.sb.Run(ctx, cmd)
+		return execOutcome(ctx, j, sbe, cmd.Argv, start, res, err, false)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := &runTarget{cancelRun: cancel, cancelled: &j.op.cancelled, done: make(chan struct{})}
+	j.op.started(sbe.sb.ID(), t)
+	j.op.stdinWritten()
+	res, err := sbe.sb.Run(runCtx, cmd)
+	close(t.done)
+	return execOutcome(ctx, j, sbe, cmd.Argv, start, res, err, false)
+}
+
+// execOutcome is the answer to an exec that ended with res or err.
+func execOutcome(ctx context.Context, j *job, sbe *sandboxEntry, argv []string, start time.Time, res *airlock.ExecResult, err error, stream bool) (any, error) {
 	if ctx.Err() != nil {
 		// The session ended and killed the command: the request was
 		// cancelled, whatever the agent managed to report.
@@ -79,7 +113,7 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 	}
 	if err != nil {
 		if j.op == nil || !j.op.cancelled.Load() {
-			return nil, execError(ctx, sbe, cmd.Argv, err)
+			return nil, execError(ctx, sbe, argv, err)
 		}
 		// Cancelled: the whole tree was killed and the agent's stream
 		// closed before it could report the exit.
@@ -202,9 +236,19 @@ type execTarget struct {
 	stdinClosed bool
 }
 
+// errNoStdin answers "stdin" for an exec started without open_stdin.
+func errNoStdin() error {
+	return invalidParams("this exec was started without open_stdin: start it with open_stdin true to write to its stdin, or give all input in its stdin param")
+}
+
+// errNoTerminal answers "resize" for an exec started without tty.
+func errNoTerminal() error {
+	return invalidParams("this exec has no terminal: start it with tty true to resize it")
+}
+
 func (t *execTarget) checkStdin() error {
 	if !t.openStdin && !t.tty {
-		return invalidParams("this exec was started without open_stdin: start it with open_stdin true to write to its stdin, or give all input in its stdin param")
+		return errNoStdin()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -235,7 +279,7 @@ func (t *execTarget) signal(sig syscall.Signal) error { return t.p.Signal(sig) }
 
 func (t *execTarget) resize(rows, cols uint16) error {
 	if !t.tty {
-		return invalidParams("this exec has no terminal: start it with tty true to resize it")
+		return errNoTerminal()
 	}
 	return t.p.Resize(rows, cols)
 }
@@ -245,6 +289,43 @@ func (t *execTarget) cancel() error { return t.p.Kill() }
 func (t *execTarget) ended() bool {
 	select {
 	case <-t.p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// runTarget is a running exec started by runBuffered: no stdin to write
+// to, no terminal, and no handle on the process, only the context of its
+// Run. Cancelling that kills the command and every process it started.
+type runTarget struct {
+	cancelRun context.CancelFunc
+	cancelled *atomic.Bool // the exec's, set when it is killed on request
+	done      chan struct{}
+}
+
+func (t *runTarget) writeStdin([]byte) error        { return errNoStdin() }
+func (t *runTarget) closeStdin() error              { return errNoStdin() }
+func (t *runTarget) resize(rows, cols uint16) error { return errNoTerminal() }
+
+// signal kills the command for KILL, as cancel does; other signals
+// cannot reach it.
+func (t *runTarget) signal(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL {
+		return t.cancel()
+	}
+	return rpcError(api.CodeUnsupported, "signal %d: this exec buffers its output and was started without open_stdin or tty, which runs it without a handle for signals: it can be cancelled (or sent KILL); to send it other signals, start it with exec_stream", int(sig))
+}
+
+func (t *runTarget) cancel() error {
+	t.cancelled.Store(true)
+	t.cancelRun()
+	return nil
+}
+
+func (t *runTarget) ended() bool {
+	select {
+	case <-t.done:
 		return true
 	default:
 		return false

@@ -6,8 +6,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
@@ -106,17 +108,34 @@ func BenchmarkFilesThroughRPC(b *testing.B) {
 	})
 }
 
-// BenchmarkExecThroughRPC runs `true` through a session, and through the
-// embed API for comparison.
+// BenchmarkExecThroughRPC runs `true` through a session and through the
+// embed API, alternated as airlock-bench does, and reports the p50 of
+// each and their ratio; and an "info" round trip.
 func BenchmarkExecThroughRPC(b *testing.B) {
 	c, sb := serveClient(b)
 	ctx := context.Background()
-	b.Run("rpc", func(b *testing.B) {
+	esb, err := airlock.Create(ctx, airlock.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer esb.Close()
+	b.Run("alternated", func(b *testing.B) {
+		var viaRPC, embed []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
+			if _, err := esb.Run(ctx, airlock.Command{Argv: []string{"true"}}); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
 			if _, err := sb.Run(ctx, api.ExecParams{Argv: []string{"true"}}); err != nil {
 				b.Fatal(err)
 			}
+			embed, viaRPC = append(embed, t1.Sub(t0)), append(viaRPC, time.Since(t1))
 		}
+		e, r := median(embed), median(viaRPC)
+		b.ReportMetric(float64(e.Microseconds()), "embed-p50-µs")
+		b.ReportMetric(float64(r.Microseconds()), "rpc-p50-µs")
+		b.ReportMetric(float64(r)/float64(e), "ratio")
 	})
 	b.Run("info", func(b *testing.B) {
 		for b.Loop() {
@@ -125,30 +144,14 @@ func BenchmarkExecThroughRPC(b *testing.B) {
 			}
 		}
 	})
-	b.Run("embed", func(b *testing.B) {
-		esb, err := airlock.Create(ctx, airlock.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer esb.Close()
-		for b.Loop() {
-			if _, err := esb.Run(ctx, airlock.Command{Argv: []string{"true"}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		b.Run("start-wait", func(b *testing.B) {
-			for b.Loop() {
-				p, err := esb.Start(ctx, airlock.Command{Argv: []string{"true"}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := p.Wait(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	})
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
 }
 
 var _ io.ReadWriteCloser = (*pipeConn)(nil)

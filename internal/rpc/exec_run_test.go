@@ -1,0 +1,72 @@
+package rpc
+
+import (
+	"encoding/json"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// TestBufferedExecControls covers what reaches an exec that buffers its
+// output and has neither open_stdin nor tty (run with the embed API's
+// Run): cancel and KILL kill it, other signals, stdin and resize are
+// refused.
+func TestBufferedExecControls(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	sbID := c.create(1, nil)
+	running := func(marker string) {
+		t.Helper()
+		if !waitFor(20*time.Second, func() bool {
+			return strings.Contains(unb64(t, c.exec(nil2(), map[string]any{"command": "ps -eo args", "sandbox_id": sbID}).Stdout), marker)
+		}) {
+			t.Fatalf("%s did not start", marker)
+		}
+	}
+
+	c.request("b1", api.MethodExec, map[string]any{"command": "echo out; sleep 1001"})
+	running("sleep 1001")
+	e := wantError(t, c.call(2, api.MethodSignal, map[string]any{"id": "b1", "signal": "TERM"}), api.CodeUnsupported)
+	if !strings.Contains(e.Message, "exec_stream") {
+		t.Errorf("signal TERM: %s", e.Message)
+	}
+	wantError(t, c.call(3, api.MethodStdin, map[string]any{"id": "b1", "data": "eA=="}), api.CodeInvalidParams)
+	wantError(t, c.call(4, api.MethodResize, map[string]any{"id": "b1", "rows": 10, "cols": 10}), api.CodeInvalidParams)
+	if m := c.call(5, api.MethodSignal, map[string]any{"id": "b1", "signal": "KILL"}); string(m["result"]) != "{}" {
+		t.Fatalf("signal KILL: %v", m)
+	}
+	r := finalResult(t, c, "b1")
+	if r.KilledBy == nil || *r.KilledBy != "signal" || r.Signal != int(syscall.SIGKILL) || r.ExitCode != 128+9 {
+		t.Errorf("killed exec: %+v", r)
+	}
+
+	// Given stdin, and a notification, run to the end.
+	if r := c.exec(nil2(), map[string]any{"command": "cat; exit 3", "stdin": "aGVsbG8="}); unb64(t, r.Stdout) != "hello" || r.ExitCode != 3 || r.KilledBy != nil {
+		t.Errorf("exec with stdin: %+v", r)
+	}
+	c.request(nil, api.MethodExec, map[string]any{"command": "touch /tmp/notified"})
+	if !waitFor(20*time.Second, func() bool {
+		return c.exec(nil2(), map[string]any{"command": "test -e /tmp/notified"}).ExitCode == 0
+	}) {
+		t.Error("the exec sent as a notification did not run")
+	}
+	// A command that cannot start.
+	wantError(t, c.call(6, api.MethodExec, map[string]any{"argv": []string{"/no/such/program"}}), api.CodeCommandFailed)
+	// A timeout.
+	if r := c.exec(nil2(), map[string]any{"command": "sleep 100", "timeout_seconds": 0.2}); r.KilledBy == nil || *r.KilledBy != "timeout" {
+		t.Errorf("timed out exec: %+v", r)
+	}
+}
+
+func finalResult(t *testing.T, c *client, id any) api.ExecResult {
+	t.Helper()
+	m := c.next(id, time.Minute)
+	var r api.ExecResult
+	if err := json.Unmarshal(m["result"], &r); err != nil {
+		t.Fatalf("exec %v: %v (%s)", id, err, m["error"])
+	}
+	return r
+}
