@@ -15,6 +15,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"runtime"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -336,31 +338,29 @@ func digits(b []byte, i int) int {
 // is its value: no escapes, and valid UTF-8.
 func (w *walker) str() (plain, ok bool) {
 	b, i := w.b, w.i
+	start := i
 	plain = true
+	high := false
 	for {
-		q := indexByte(b[i:], '"')
-		if q < 0 {
+		k, h := special(b[i:])
+		if k < 0 {
 			return false, false
 		}
-		seg := b[i : i+q]
-		bs := indexByte(seg, '\\')
-		if bs < 0 {
-			ctl, high := scan(seg)
-			if ctl {
-				return false, false
-			}
-			if high && !utf8.Valid(seg) {
+		high = high || h
+		i += k
+		switch b[i] {
+		case '"':
+			if plain && high && !utf8.Valid(b[start:i]) {
 				plain = false
 			}
-			w.i = i + q + 1
+			w.i = i + 1
 			return plain, true
-		}
-		// An escape before the quote (which it may escape).
-		if ctl, _ := scan(seg[:bs]); ctl {
-			return false, false
+		case '\\':
+		default:
+			return false, false // a control character
 		}
 		plain = false
-		i += bs + 1
+		i++
 		if i >= len(b) {
 			return false, false
 		}
@@ -381,6 +381,87 @@ func (w *walker) str() (plain, ok bool) {
 			return false, false
 		}
 	}
+}
+
+// special returns the index in b of the first quote, backslash or control
+// character (-1 if none), and whether a byte above 0x7f comes before it.
+// It looks in windows that double in size, so that finding a character
+// costs about as much as the bytes before it, whatever follows; large
+// windows are shared among CPUs.
+func special(b []byte) (int, bool) {
+	high := false
+	for off, win := 0, 64<<10; off < len(b); off, win = off+win, 2*win {
+		end := min(off+win, len(b))
+		k, h := specialIn(b[off:end])
+		high = high || h
+		if k >= 0 {
+			return off + k, high
+		}
+		if end == len(b) {
+			break
+		}
+	}
+	return -1, high
+}
+
+// specialParallel is the size of window from which special shares it
+// among CPUs. (A variable for the tests.)
+var specialParallel = 4 << 20
+
+// specialIn is special in one window.
+func specialIn(b []byte) (int, bool) {
+	p := max(1, min(runtime.GOMAXPROCS(0), len(b)/(specialParallel/2), 8))
+	if p == 1 {
+		return specialSeq(b)
+	}
+	type found struct {
+		k    int
+		high bool
+	}
+	res := make([]found, p)
+	step := len(b) / p
+	var wg sync.WaitGroup
+	for i := 1; i < p; i++ {
+		wg.Go(func() {
+			end := (i + 1) * step
+			if i == p-1 {
+				end = len(b)
+			}
+			res[i].k, res[i].high = specialSeq(b[i*step : end])
+		})
+	}
+	res[0].k, res[0].high = specialSeq(b[:step])
+	wg.Wait()
+	high := false
+	for i, r := range res {
+		high = high || r.high
+		if r.k >= 0 {
+			return i*step + r.k, high
+		}
+	}
+	return -1, high
+}
+
+// specialSeq is specialIn on one CPU.
+func specialSeq(b []byte) (int, bool) {
+	k := indexByte(b, '"')
+	end := len(b)
+	if k >= 0 {
+		end = k
+	}
+	if bs := indexByte(b[:end], '\\'); bs >= 0 {
+		k, end = bs, bs
+	}
+	ctl, high := scan(b[:end])
+	if ctl {
+		for i, c := range b[:end] {
+			if c < 0x20 {
+				_, high = scan(b[:i])
+				return i, high
+			}
+		}
+	}
+	return k, high
 }
 
 // indexByte is bytes.IndexByte a megabyte at a time: the garbage

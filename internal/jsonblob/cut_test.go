@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -243,4 +244,41 @@ func BenchmarkCut(b *testing.B) {
 			b.Fatal("not cut")
 		}
 	}
+}
+
+// TestSpecial compares special, on one CPU and shared among several,
+// with a byte-by-byte search.
+func TestSpecial(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer func(n int) { specialParallel = n }(specialParallel)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, par := range []int{4 << 20, 4 << 10} {
+		specialParallel = par
+		for range 200 {
+			b := make([]byte, r.IntN(200<<10))
+			for i := range b {
+				b[i] = 'A' + byte(r.IntN(26))
+			}
+			for range r.IntN(4) {
+				if len(b) > 0 {
+					b[r.IntN(len(b))] = []byte{'"', '\\', 0x1f, 0x80, 0xff, '\t'}[r.IntN(6)]
+				}
+			}
+			wantK, wantHigh := -1, false
+			for i, c := range b {
+				if c == '"' || c == '\\' || c < 0x20 {
+					wantK = i
+					break
+				}
+				wantHigh = wantHigh || c >= 0x80
+			}
+			if k, high := special(b); k != wantK || high != wantHigh {
+				t.Fatalf("special of %d bytes (parallel from %d) = %d, %v; want %d, %v", len(b), par, k, high, wantK, wantHigh)
+			}
+		}
+	}
+	// And Cut, with windows shared among CPUs.
+	specialParallel = 256
+	TestCut(t)
+	TestCutLarge(t)
 }
