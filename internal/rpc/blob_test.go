@@ -230,3 +230,51 @@ func TestFilesAroundCutSize(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeWriteFileErrors checks large write_file requests (cut out of
+// their line) that fail: invalid content is refused before anything else,
+// as for a small request, and leaves the sandbox as it was.
+func TestLargeWriteFileErrors(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	sbID := c.create(1, nil)
+	data := make([]byte, 1<<20+1)
+	rand.NewChaCha8([32]byte{3}).Read(data)
+	b64 := base64.StdEncoding.EncodeToString(data)
+	bad := b64[:len(b64)-1000] + "*" + b64[len(b64)-999:]
+	send := func(id int, path, content, extra string) msg {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"write_file","params":{"sandbox_id":%q,"path":%q,"content":"%s"%s},"id":%d}`, sbID, path, content, extra, id))
+		return c.next(id, time.Minute)
+	}
+	state := func() string {
+		t.Helper()
+		return unb64(t, c.exec(nil2(), map[string]any{"command": "md5sum /workspace/f; ls -a /workspace", "sandbox_id": sbID}).Stdout)
+	}
+	c.result(1, api.MethodWriteFile, map[string]any{"sandbox_id": sbID, "path": "/workspace/f", "content": "b2xkCg=="}, nil)
+	before := state()
+	e := wantError(t, send(2, "/workspace/f", bad, ""), api.CodeInvalidParams)
+	if !strings.Contains(e.Message, fmt.Sprintf(`"content" is not valid base64 (illegal base64 data at input byte %d)`, len(b64)-1000)) {
+		t.Errorf("invalid content: %s", e.Message)
+	}
+	for i, tc := range []struct{ path, extra string }{
+		{"/workspace/newdir/f", ""},      // a directory that does not exist
+		{"/workspace", ""},               // a directory
+		{"/workspace/f", `,"mode":4096`}, // a bad mode
+		{"/workspace/f", `,"sandbox_id":"nope"`},
+	} {
+		if e := wantError(t, send(3+i, tc.path, bad, tc.extra), api.CodeInvalidParams); !strings.Contains(e.Message, "base64") {
+			t.Errorf("invalid content to %s%s: %s", tc.path, tc.extra, e.Message)
+		}
+	}
+	if after := state(); after != before {
+		t.Errorf("the sandbox changed:\n%s\nwas\n%s", after, before)
+	}
+	// With valid content, the other errors.
+	wantError(t, send(10, "/workspace", b64, ""), api.CodeFileError)
+	wantError(t, send(11, "/workspace/f", b64, `,"mode":4096`), api.CodeInvalidParams)
+	wantError(t, send(12, "/workspace/f", b64, `,"sandbox_id":"nope"`), api.CodeNotFound)
+	var w api.WriteFileResult
+	if err := json.Unmarshal(send(13, "/workspace/newdir/f", b64, `,"mode":384`)["result"], &w); err != nil || w.Size != int64(len(data)) {
+		t.Errorf("write_file: %+v, %v", w, err)
+	}
+}
