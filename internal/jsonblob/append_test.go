@@ -123,6 +123,15 @@ func checkDecode(t *testing.T, s []byte) {
 	if !bytes.Equal(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 		t.Fatalf("DecodeString of %d bytes = %d bytes, %v; want %d bytes, %v", len(s), len(got), err, len(want), wantErr)
 	}
+	// Into a buffer of exactly DecodedLen: enough, whatever s holds.
+	exact := make([]byte, 3, 3+DecodedLen(s))
+	got, err = AppendDecode(exact, s)
+	if !bytes.Equal(got[3:], want) || fmt.Sprint(err) != fmt.Sprint(wantErr) || &got[0] != &exact[0] {
+		t.Fatalf("AppendDecode of %d bytes into an exact buffer = %d bytes, %v; want %d bytes, %v", len(s), len(got)-3, err, len(want), wantErr)
+	}
+	if wantErr == nil && !bytes.ContainsAny(s, "\r\n") && DecodedLen(s) != len(want) {
+		t.Fatalf("DecodedLen of %d bytes = %d, want %d", len(s), DecodedLen(s), len(want))
+	}
 }
 
 func BenchmarkAppendEncode(b *testing.B) {

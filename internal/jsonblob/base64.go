@@ -148,9 +148,24 @@ func DecodeString(src []byte) ([]byte, error) {
 // base64.StdEncoding.AppendDecode does: the same bytes, or the same error
 // (and whatever was decoded before it).
 func AppendDecode(dst, src []byte) ([]byte, error) {
-	all := slices.Grow(dst, base64.StdEncoding.DecodedLen(len(src)))
+	all := slices.Grow(dst, DecodedLen(src))
 	n, err := decodeSplit(all[len(dst):cap(all)], src)
 	return all[:len(dst)+n], err
+}
+
+// DecodedLen returns how many bytes decoding src writes at most: for
+// valid padded base64, the length of what it decodes to (one or two bytes
+// less than base64.StdEncoding.DecodedLen says when src ends with
+// padding, so that an exact buffer is enough).
+func DecodedLen(src []byte) int {
+	n := base64.StdEncoding.DecodedLen(len(src))
+	if len(src)%4 == 0 && len(src) > 0 && src[len(src)-1] == '=' {
+		n--
+		if src[len(src)-2] == '=' {
+			n--
+		}
+	}
+	return n
 }
 
 // decodeSplit decodes src into dst, which has room for it, as

@@ -16,7 +16,7 @@ import (
 // has been asked for during keepFor.
 const (
 	keepMin   = 1 << 20
-	keepBytes = 384 << 20
+	keepBytes = 256 << 20
 	keepFor   = 10 * time.Second
 )
 

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"io/fs"
 	"time"
@@ -51,7 +50,7 @@ func writeFileContent(j *job, p *api.WriteFileParams) ([]byte, *api.Error) {
 		return decodeBase64(api.MethodWriteFile, "content", p.Content)
 	}
 	// Into memory kept from an earlier large request if there is some.
-	data, err := jsonblob.AppendDecode(jsonblob.Buffer(base64.StdEncoding.DecodedLen(len(raw))), raw)
+	data, err := jsonblob.AppendDecode(jsonblob.Buffer(jsonblob.DecodedLen(raw)), raw)
 	var e *api.Error
 	if err != nil {
 		// The same error as from the params.
