@@ -19,9 +19,9 @@ var errLineTooLong = errors.New("line too long")
 type lineReader struct {
 	r   *bufio.Reader
 	max int
-	// last is the length of the last line longer than the buffer: the
-	// next such line is likely as long.
-	last int
+	// longest is the length of the longest line longer than 256 KiB:
+	// a line that grows past that size likely grows as long.
+	longest int
 }
 
 // lineBuffer is the size of the reader's buffer. It is smaller than
@@ -40,12 +40,12 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // does not end with a newline) together with io.EOF, and errLineTooLong,
 // without reading the rest of the line, for a line over the limit.
 //
-// A longer line goes into a buffer from jsonblob.Buffer, sized after the
-// last such line: it may have been kept from an earlier one, already in
-// memory. It is copied a megabyte at a time when it has to grow: the
-// garbage collector cannot stop a goroutine inside one large copy. A line
-// that turns out much shorter than its buffer is copied out of it, and
-// the buffer kept.
+// A longer line goes into a buffer from jsonblob.Buffer, which may have
+// been kept from an earlier one, already in memory. Past 256 KiB it moves
+// to one as large as the longest line so far, a megabyte at a time (the
+// garbage collector cannot stop a goroutine inside one large copy). A
+// line that turns out much shorter than its buffer is copied out of it,
+// and the buffer kept.
 func (lr *lineReader) next() (line []byte, own bool, err error) {
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
@@ -66,16 +66,18 @@ func (lr *lineReader) next() (line []byte, own bool, err error) {
 			return nil, false, errLineTooLong
 		}
 		if line == nil {
-			line = jsonblob.Buffer(max(lr.last, 256<<10))
+			line = jsonblob.Buffer(256 << 10)
 		}
 		if n > cap(line) {
-			line = grow(line, min(max(2*cap(line), n), lr.max+2))
+			line = grow(line, min(max(2*cap(line), n, lr.longest), lr.max+2))
 		}
 		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		lr.last = len(line)
+		if len(line) > 256<<10 {
+			lr.longest = max(lr.longest, len(line))
+		}
 		if len(line) < cap(line)/4 {
 			short := bytes.Clone(line)
 			jsonblob.Recycle(line)

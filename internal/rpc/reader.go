@@ -17,9 +17,9 @@ var errLineTooLong = errors.New("line too long")
 type lineReader struct {
 	r   *bufio.Reader
 	max int64
-	// last is the length of the last line longer than the buffer: the
-	// next such line is likely as long.
-	last int
+	// longest is the length of the longest line longer than 256 KiB:
+	// a line that grows past that size likely grows as long.
+	longest int
 }
 
 func newLineReader(r io.Reader, max int64) *lineReader {
@@ -33,10 +33,10 @@ func newLineReader(r io.Reader, max int64) *lineReader {
 // which is returned first).
 //
 // A line longer than the buffer goes into a buffer from jsonblob.Buffer,
-// sized after the last such line: it may have been kept from an earlier
-// request, already in memory (see jsonblob.Recycle). It is copied a
-// megabyte at a time when it has to grow: the garbage collector cannot
-// stop a goroutine inside one large copy. A line that turns out much
+// which may have been kept from an earlier request, already in memory
+// (see jsonblob.Recycle). Past 256 KiB it moves to one as large as the
+// longest line so far, a megabyte at a time (the garbage collector cannot
+// stop a goroutine inside one large copy). A line that turns out much
 // shorter than its buffer is copied out of it, and the buffer kept.
 func (lr *lineReader) next() ([]byte, int64, error) {
 	var (
@@ -59,10 +59,10 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 				return nil, n, errLineTooLong
 			} else {
 				if line == nil {
-					line = jsonblob.Buffer(max(lr.last, 256<<10))
+					line = jsonblob.Buffer(256 << 10)
 				}
 				if len(line)+len(chunk) > cap(line) {
-					line = grow(line, int(min(max(2*int64(cap(line)), n), lr.max+2)))
+					line = grow(line, int(min(max(2*int64(cap(line)), n, int64(lr.longest)), lr.max+2)))
 				}
 				line = append(line, chunk...)
 			}
@@ -81,7 +81,9 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 			return nil, n, errLineTooLong
 		}
 		if line != nil {
-			lr.last = len(line)
+			if len(line) > 256<<10 {
+				lr.longest = max(lr.longest, len(line))
+			}
 			if len(line) < cap(line)/4 {
 				// Much shorter than the last one: the buffer is better kept
 				// for the next long line.
