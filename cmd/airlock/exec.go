@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -240,9 +241,12 @@ running; when the command ends, attach exits with its exit code.`,
 					_ = p.Stdin().Close()
 				}()
 			}
-			go func() { _, _ = io.Copy(os.Stdout, p.Stdout()) }()
-			go func() { _, _ = io.Copy(os.Stderr, p.Stderr()) }()
+			var copies sync.WaitGroup
+			copies.Go(func() { _, _ = io.Copy(os.Stdout, p.Stdout()) })
+			copies.Go(func() { _, _ = io.Copy(os.Stderr, p.Stderr()) })
 			res, err := p.Wait()
+			// Print everything that arrived before the end.
+			copies.Wait()
 			if err != nil {
 				return err
 			}
