@@ -136,6 +136,11 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 		case agentproto.KInfo:
 			if m.Info != nil {
 				info = fromProto(*m.Info)
+				// Size the destination once rather than growing it
+				// frame by frame (bytes.Buffer and the like).
+				if g, ok := w.(interface{ Grow(int) }); ok && info.Size > 0 && info.Size <= max {
+					g.Grow(int(info.Size))
+				}
 			}
 		case agentproto.KData:
 			n += int64(len(m.Data))

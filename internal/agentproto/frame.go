@@ -2,6 +2,7 @@ package agentproto
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -28,11 +29,17 @@ func mustDecMode() cbor.DecMode {
 }
 
 // Conn reads and writes frames on one stream. It is not safe for
-// concurrent writers; callers serialise writes.
+// concurrent writers; callers serialise writes. Its buffers are kept
+// between frames: a file transfer is a thousand 64 KiB frames, and fresh
+// memory for each costs more than the copy itself.
 type Conn struct {
-	r   *bufio.Reader
-	w   io.Writer
-	buf []byte
+	r *bufio.Reader
+	w io.Writer
+	// wbuf holds the frame being written: its length, then its body.
+	wbuf bytes.Buffer
+	// rbuf holds the body of the frame being decoded; decoding copies
+	// every byte string it keeps, so nothing decoded refers to it.
+	rbuf []byte
 }
 
 // NewConn wraps rw.
@@ -47,16 +54,18 @@ func NewSplitConn(r io.Reader, w io.Writer) *Conn {
 
 // Write encodes v as one frame.
 func (c *Conn) Write(v any) error {
-	body, err := cbor.Marshal(v)
-	if err != nil {
+	c.wbuf.Reset()
+	c.wbuf.Write([]byte{0, 0, 0, 0})
+	if err := cbor.MarshalToBuffer(v, &c.wbuf); err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	if len(body) > MaxFrame {
-		return fmt.Errorf("encode frame: %d bytes exceeds the %d byte limit", len(body), MaxFrame)
+	b := c.wbuf.Bytes()
+	n := len(b) - 4
+	if n > MaxFrame {
+		return fmt.Errorf("encode frame: %d bytes exceeds the %d byte limit", n, MaxFrame)
 	}
-	c.buf = binary.BigEndian.AppendUint32(c.buf[:0], uint32(len(body)))
-	c.buf = append(c.buf, body...)
-	_, err = c.w.Write(c.buf)
+	binary.BigEndian.PutUint32(b, uint32(n))
+	_, err := c.w.Write(b)
 	return err
 }
 
@@ -71,7 +80,10 @@ func (c *Conn) Read(v any) error {
 	if n > MaxFrame {
 		return fmt.Errorf("read frame: %d bytes exceeds the %d byte limit", n, MaxFrame)
 	}
-	body := make([]byte, n)
+	if uint32(cap(c.rbuf)) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body := c.rbuf[:n]
 	if _, err := io.ReadFull(c.r, body); err != nil {
 		return fmt.Errorf("read frame body: %w", noEOF(err))
 	}
