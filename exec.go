@@ -108,6 +108,8 @@ type Process struct {
 	done chan struct{}
 	res  *ExecResult
 	err  error
+	// lazy is set by Launch: Wait collects.
+	lazy *lazyCollect
 }
 
 func (cmd *Command) argv() ([]string, error) {
@@ -118,6 +120,28 @@ func (cmd *Command) argv() ([]string, error) {
 		return []string{"/bin/sh", "-c", cmd.Shell}, nil
 	}
 	return nil, errors.New("command is empty: give Argv or Shell")
+}
+
+// Launch sends cmd to the sandbox and returns at once, without waiting for
+// the agent to report it running, like Run; the caller then calls Wait,
+// which collects the command on the caller's goroutine. Meanwhile the
+// Process can be signalled, killed and given stdin. Pid is 0, and Done is
+// closed only once Wait has collected the command. A command that cannot
+// be started is reported by Wait as a *StartError.
+func (s *Sandbox) Launch(ctx context.Context, cmd Command) (*Process, error) {
+	p, err := s.start(ctx, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	p.lazy = &lazyCollect{ctx: ctx, cmd: cmd}
+	return p, nil
+}
+
+// lazyCollect is the collection a launched command leaves to Wait.
+type lazyCollect struct {
+	once sync.Once
+	ctx  context.Context
+	cmd  Command
 }
 
 // Start starts cmd and returns without waiting for it.
@@ -274,6 +298,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the command to end.
 func (p *Process) Wait() (*ExecResult, error) {
+	if l := p.lazy; l != nil {
+		l.once.Do(func() { p.collect(l.ctx, l.cmd) })
+	}
 	<-p.done
 	return p.res, p.err
 }

@@ -809,3 +809,41 @@ func TestExecOrphansReaped(t *testing.T) {
 		}
 	}
 }
+
+// TestExecLaunch checks the Run-like start: signals reach the command
+// before Wait collects it, and a failure to start comes from Wait.
+func TestExecLaunch(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	p, err := sb.Launch(ctx, airlock.Command{Shell: "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the trap to be set, through the file system.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if res := run(t, ctx, sb, "ps -eo args | grep -c '[w]hile'"); strings.TrimSpace(string(res.Stdout)) != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the launched command did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 7 || string(res.Stdout) != "ready\ngot TERM\n" {
+		t.Errorf("Wait = %+v (stdout %q), %v", res, res.Stdout, err)
+	}
+	p, err = sb.Launch(ctx, airlock.Command{Argv: []string{"airlock-no-such-command"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *airlock.StartError
+	if _, err := p.Wait(); !errors.As(err, &se) || !se.NotFound {
+		t.Errorf("Wait of a missing command: %v", err)
+	}
+}

@@ -11,9 +11,9 @@ import (
 )
 
 // TestBufferedExecControls covers what reaches an exec that buffers its
-// output and has neither open_stdin nor tty (run with the embed API's
-// Run): cancel and KILL kill it, other signals, stdin and resize are
-// refused.
+// output and has neither open_stdin nor tty (run the way the embed API's
+// Run does): signals reach it, cancel and KILL kill it, stdin and resize
+// are refused.
 func TestBufferedExecControls(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
@@ -27,12 +27,17 @@ func TestBufferedExecControls(t *testing.T) {
 		}
 	}
 
+	c.request("b0", api.MethodExec, map[string]any{"command": "echo out; sleep 1000"})
+	running("sleep 1000")
+	if m := c.call(1, api.MethodSignal, map[string]any{"id": "b0", "signal": "TERM"}); string(m["result"]) != "{}" {
+		t.Fatalf("signal TERM: %v", m)
+	}
+	if r := finalResult(t, c, "b0"); r.KilledBy == nil || *r.KilledBy != "signal" || r.Signal != int(syscall.SIGTERM) || unb64(t, r.Stdout) != "out\n" {
+		t.Errorf("exec sent TERM: %+v", r)
+	}
+
 	c.request("b1", api.MethodExec, map[string]any{"command": "echo out; sleep 1001"})
 	running("sleep 1001")
-	e := wantError(t, c.call(2, api.MethodSignal, map[string]any{"id": "b1", "signal": "TERM"}), api.CodeUnsupported)
-	if !strings.Contains(e.Message, "exec_stream") {
-		t.Errorf("signal TERM: %s", e.Message)
-	}
 	wantError(t, c.call(3, api.MethodStdin, map[string]any{"id": "b1", "data": "eA=="}), api.CodeInvalidParams)
 	wantError(t, c.call(4, api.MethodResize, map[string]any{"id": "b1", "rows": 10, "cols": 10}), api.CodeInvalidParams)
 	if m := c.call(5, api.MethodSignal, map[string]any{"id": "b1", "signal": "KILL"}); string(m["result"]) != "{}" {

@@ -83,11 +83,9 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 }
 
 // runBuffered runs a command whose output is buffered and whose stdin is
-// given whole (or none), the common case, with the embed API's Run: it
-// collects the command on this goroutine, and the agent does not announce
-// the start. Run keeps no handle on the command: it is cancelled through
-// its context, and cannot be sent signals other than KILL (see
-// runTarget).
+// given whole (or none), the common case, the way the embed API's Run
+// does: the agent does not announce the start, and the command is
+// collected on this goroutine. Launch keeps a handle for signals.
 func (ss *session) runBuffered(ctx context.Context, j *job, sbe *sandboxEntry, cmd airlock.Command, start time.Time) (any, error) {
 	if j.op == nil {
 		// A notification: nothing can refer to it.
@@ -96,10 +94,14 @@ func (ss *session) runBuffered(ctx context.Context, j *job, sbe *sandboxEntry, c
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	t := &runTarget{cancelRun: cancel, cancelled: &j.op.cancelled, done: make(chan struct{})}
+	proc, err := sbe.sb.Launch(runCtx, cmd)
+	if err != nil {
+		return nil, execError(ctx, sbe, cmd.Argv, err)
+	}
+	t := &runTarget{p: proc, cancelRun: cancel, cancelled: &j.op.cancelled, done: make(chan struct{})}
 	j.op.started(sbe.sb.ID(), t)
 	j.op.stdinWritten()
-	res, err := sbe.sb.Run(runCtx, cmd)
+	res, err := proc.Wait()
 	close(t.done)
 	return execOutcome(ctx, j, sbe, cmd.Argv, start, res, err, false)
 }
@@ -299,6 +301,7 @@ func (t *execTarget) ended() bool {
 // to, no terminal, and no handle on the process, only the context of its
 // Run. Cancelling that kills the command and every process it started.
 type runTarget struct {
+	p         *airlock.Process
 	cancelRun context.CancelFunc
 	cancelled *atomic.Bool // the exec's, set when it is killed on request
 	done      chan struct{}
@@ -308,13 +311,13 @@ func (t *runTarget) writeStdin([]byte) error        { return errNoStdin() }
 func (t *runTarget) closeStdin() error              { return errNoStdin() }
 func (t *runTarget) resize(rows, cols uint16) error { return errNoTerminal() }
 
-// signal kills the command for KILL, as cancel does; other signals
-// cannot reach it.
+// signal kills the command for KILL, as cancel does, and passes other
+// signals to it.
 func (t *runTarget) signal(sig syscall.Signal) error {
 	if sig == syscall.SIGKILL {
 		return t.cancel()
 	}
-	return rpcError(api.CodeUnsupported, "signal %d: this exec buffers its output and was started without open_stdin or tty, which runs it without a handle for signals: it can be cancelled (or sent KILL); to send it other signals, start it with exec_stream", int(sig))
+	return t.p.Signal(sig)
 }
 
 func (t *runTarget) cancel() error {
