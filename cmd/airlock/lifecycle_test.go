@@ -169,6 +169,11 @@ func TestDetachedLifecycle(t *testing.T) {
 		t.Errorf("get: %+v, %v", got, err)
 	}
 
+	// exec -it gets a real terminal of the caller's size.
+	tty := h.cmd(context.Background(), nil, "exec", "-it", id, "sh", "-c", "tty; stty size")
+	tty.Stdin = nil
+	checkTTYSession(t, tty)
+
 	// A unique prefix is enough.
 	prefix := id[:6]
 	if out := h.must(nil, "exec", prefix, "--", "echo", "hi"); out != "hi\n" {

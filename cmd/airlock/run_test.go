@@ -266,7 +266,14 @@ func goarch() string {
 
 func TestRunTTY(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(cliBin, "run", "-it", "--", "sh", "-c", "tty; stty size")
+	checkTTYSession(t, exec.Command(cliBin, "run", "-it", "--", "sh", "-c", "tty; stty size"))
+}
+
+// checkTTYSession runs cmd, which must print `tty; stty size` from inside
+// a sandbox, on a terminal of 30x90, and checks that the command saw a
+// terminal of that size.
+func checkTTYSession(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
 	if err != nil {
 		t.Fatal(err)
@@ -293,11 +300,11 @@ func TestRunTTY(t *testing.T) {
 	select {
 	case err := <-waited:
 		if err != nil {
-			t.Errorf("airlock run -it: %v", err)
+			t.Errorf("airlock %q: %v", cmd.Args[1:], err)
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("airlock run -it did not finish")
+		t.Fatalf("airlock %q did not finish", cmd.Args[1:])
 	}
 	select {
 	case <-done:
