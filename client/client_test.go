@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/unixsock"
 )
 
 // fakeServer is the server end of an in-process connection: the test
@@ -770,14 +771,9 @@ func TestDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := dir + "/ctl.sock"
-	addr, release, err := socketAddr(path)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		t.Skipf("socket path %s: %v", path, err)
-	}
-	ln, err := net.Listen("unix", addr)
-	release()
-	if err != nil {
-		t.Fatal(err)
 	}
 	defer ln.Close()
 	go func() {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/unixsock"
 )
 
 // Dial connects to the control socket of a sandbox (a unix stream socket
@@ -17,7 +19,7 @@ import (
 // socket may omit the sandbox id: use c.Sandbox(""). Closing the client
 // closes the connection only; the sandbox keeps running.
 func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error) {
-	addr, release, err := socketAddr(socketPath)
+	addr, release, err := unixsock.Addr(socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("airlock client: control socket %s: %w", socketPath, err)
 	}

@@ -5,31 +5,34 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+
+	"github.com/airlock-sandbox/airlock/internal/unixsock"
 )
 
-// maxSocketPath is the longest path a unix socket address holds
-// (sun_path is 108 bytes on Linux, 104 on macOS, with the final NUL).
-const maxSocketPath = 103
-
 // listen creates the unix socket name in dir, reachable only by this
-// user: the directory is 0700 and the socket is made 0600. A path too long
-// for a socket address is reached through the directory's descriptor.
+// user: the directory is 0700 and the socket is made 0600.
 func listen(dir, name string) (net.Listener, error) {
 	path := filepath.Join(dir, name)
 	_ = os.Remove(path) // a stale socket of an earlier run with this id
-	addr, release, err := shortPath(dir, name)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	ln, err := net.Listen("unix", addr)
-	if err != nil {
-		return nil, err
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(true)
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("restrict %s: %w", path, err)
 	}
-	return ln, nil
+	return &unlinking{UnixListener: ln, path: path}, nil
+}
+
+// unlinking removes the socket file when the listener closes.
+type unlinking struct {
+	*net.UnixListener
+	path string
+}
+
+func (u *unlinking) Close() error {
+	err := u.UnixListener.Close()
+	_ = os.Remove(u.path)
+	return err
 }

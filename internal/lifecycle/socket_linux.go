@@ -4,25 +4,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
-
-// shortPath returns an address for dir/name that fits a socket address:
-// the path itself, or dir opened and named through /proc/self/fd. release
-// closes the descriptor once the socket is bound or connected.
-func shortPath(dir, name string) (string, func(), error) {
-	p := filepath.Join(dir, name)
-	if len(p) <= maxSocketPath {
-		return p, func() {}, nil
-	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", nil, fmt.Errorf("open %s: %w", dir, err)
-	}
-	return fmt.Sprintf("/proc/self/fd/%d/%s", fd, name), func() { unix.Close(fd) }, nil
-}
 
 // checkPeer refuses connections from other users (root may connect): the
 // socket's directory already keeps them out, this is the second lock.
