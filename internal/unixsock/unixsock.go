@@ -3,10 +3,7 @@
 // state directory may sit under a long home directory.
 package unixsock
 
-import (
-	"net"
-	"path/filepath"
-)
+import "net"
 
 // Listen creates the unix socket at path, however long the path is.
 func Listen(path string) (*net.UnixListener, error) {
@@ -24,6 +21,3 @@ func Listen(path string) (*net.UnixListener, error) {
 	ul.SetUnlinkOnClose(false)
 	return ul, nil
 }
-
-// dirAndBase splits path for the directory-descriptor form of Addr.
-func dirAndBase(path string) (string, string) { return filepath.Dir(path), filepath.Base(path) }

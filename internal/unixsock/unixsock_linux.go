@@ -2,6 +2,7 @@ package unixsock
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +17,7 @@ func Addr(path string) (addr string, release func(), err error) {
 	if len(path) <= maxPath {
 		return path, func() {}, nil
 	}
-	dir, base := dirAndBase(path)
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", nil, fmt.Errorf("open %s: %w", dir, err)

@@ -13,6 +13,5 @@ func Addr(path string) (addr string, release func(), err error) {
 	if len(path) > maxPath {
 		return "", nil, fmt.Errorf("socket path %s is longer than %d bytes, the most a socket address holds here: set AIRLOCK_HOME to a shorter directory", path, maxPath)
 	}
-	_, _ = dirAndBase(path)
 	return path, func() {}, nil
 }
