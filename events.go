@@ -1,13 +1,17 @@
 package airlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
 
 // Event types.
 const (
-	EventLifecycle = "lifecycle"
-	EventExec      = "exec"
-	EventFile      = "file"
-	EventNetwork   = "network"
+	EventLifecycle = api.EventLifecycle
+	EventExec      = api.EventExec
+	EventFile      = api.EventFile
+	EventNetwork   = api.EventNetwork
 )
 
 // Event is something that happened in a sandbox. Exactly one of the
@@ -21,27 +25,13 @@ type Event struct {
 	File      *FileEvent      `json:"file,omitempty"`
 }
 
-// LifecycleEvent reports a sandbox starting or stopping.
-type LifecycleEvent struct {
-	State      string `json:"state"`
-	DurationMs int64  `json:"duration_ms,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-}
-
-// ExecEvent reports a finished command.
-type ExecEvent struct {
-	Command    []string `json:"command"`
-	ExitCode   int      `json:"exit_code"`
-	DurationMs int64    `json:"duration_ms"`
-	KilledBy   string   `json:"killed_by,omitempty"`
-}
-
-// FileEvent reports a file operation made through the API.
-type FileEvent struct {
-	Op   string `json:"op"`
-	Path string `json:"path"`
-	Size int64  `json:"size,omitempty"`
-}
+// The details of events are the wire types of package api: the embed
+// API, the JSON-RPC server and the clients share one definition.
+type (
+	LifecycleEvent = api.LifecycleEvent
+	ExecEvent      = api.ExecEvent
+	FileEvent      = api.FileEvent
+)
 
 func (s *Sandbox) emit(e Event) {
 	if s.cfg.OnEvent == nil {

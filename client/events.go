@@ -9,10 +9,10 @@ import (
 
 // Event types.
 const (
-	EventExec      = "exec"
-	EventFile      = "file"
-	EventNetwork   = "network"
-	EventLifecycle = "lifecycle"
+	EventExec      = api.EventExec
+	EventFile      = api.EventFile
+	EventNetwork   = api.EventNetwork
+	EventLifecycle = api.EventLifecycle
 )
 
 // Event is something that happened in a sandbox, as reported by an "event"
@@ -44,44 +44,14 @@ type Event struct {
 // Time returns Timestamp as a time.Time.
 func (e Event) Time() time.Time { return time.Unix(e.Timestamp, 0) }
 
-// ExecEvent reports a finished command.
-type ExecEvent struct {
-	Command    []string `json:"command"`
-	ExitCode   int      `json:"exit_code"`
-	DurationMs int64    `json:"duration_ms"`
-	// KilledBy is "timeout", "oom", "signal" or "".
-	KilledBy string `json:"killed_by,omitempty"`
-}
-
-// FileEvent reports a file operation.
-type FileEvent struct {
-	// Op is the operation: write, read, list, stat, mkdir, remove, ...
-	Op   string `json:"op"`
-	Path string `json:"path"`
-	Size int64  `json:"size,omitempty"`
-}
-
-// NetworkEvent reports a request that crossed (or was refused at) the
-// sandbox's network boundary.
-type NetworkEvent struct {
-	Method        string `json:"method,omitempty"`
-	URL           string `json:"url,omitempty"`
-	Host          string `json:"host,omitempty"`
-	StatusCode    int    `json:"status_code,omitempty"`
-	RequestBytes  int64  `json:"request_bytes,omitempty"`
-	ResponseBytes int64  `json:"response_bytes,omitempty"`
-	DurationMs    int64  `json:"duration_ms,omitempty"`
-	Blocked       bool   `json:"blocked,omitempty"`
-	Reason        string `json:"reason,omitempty"`
-}
-
-// LifecycleEvent reports a sandbox starting or stopping.
-type LifecycleEvent struct {
-	// State is, for example, "started" or "stopped".
-	State      string `json:"state"`
-	DurationMs int64  `json:"duration_ms,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-}
+// The details of events: the wire types, under the names this package
+// has always used.
+type (
+	ExecEvent      = api.ExecEvent
+	FileEvent      = api.FileEvent
+	NetworkEvent   = api.NetworkEvent
+	LifecycleEvent = api.LifecycleEvent
+)
 
 // decodeEvent turns the params of an "event" notification into an Event.
 // A detail that does not decode is left nil; Raw still carries it.
