@@ -3,8 +3,6 @@ package client
 import (
 	"bytes"
 	"encoding/base64"
-	"errors"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -114,39 +112,5 @@ func TestWriteFileLine(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("WriteFile of %d bytes: %v", n, err)
 		}
-	}
-}
-
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("y", 200<<10) // longer than the read buffer
-	in := "a\r\n\nb\n" + long + "\n" + strings.Repeat("z", 300<<10) + "\nlast"
-	lr := newLineReader(strings.NewReader(in), 250<<10)
-	for i, want := range []string{"a", "", "b", long} {
-		line, _, err := lr.next()
-		if string(line) != want || err != nil {
-			t.Fatalf("line %d: %.20q (%d bytes), %v; want %.20q (%d bytes)", i, line, len(line), err, want, len(want))
-		}
-	}
-	if _, _, err := lr.next(); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("line over the limit: %v", err)
-	}
-	// At the end, a line without a newline.
-	lr = newLineReader(strings.NewReader("x\nlast"), 10)
-	if line, _, err := lr.next(); string(line) != "x" || err != nil {
-		t.Fatalf("%q, %v", line, err)
-	}
-	if line, _, err := lr.next(); string(line) != "last" || err != io.EOF {
-		t.Fatalf("last line: %q, %v", line, err)
-	}
-	if line, _, err := lr.next(); len(line) != 0 || err != io.EOF {
-		t.Fatalf("after the end: %q, %v", line, err)
-	}
-	// Exactly at the limit, with "\r\n".
-	lr = newLineReader(strings.NewReader(strings.Repeat("w", 100<<10)+"\r\n"+strings.Repeat("v", 100<<10+1)+"\n"), 100<<10)
-	if line, _, err := lr.next(); len(line) != 100<<10 || err != nil {
-		t.Fatalf("line at the limit: %d bytes, %v", len(line), err)
-	}
-	if _, _, err := lr.next(); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("line one over the limit: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/api"
 	"github.com/airlock-sandbox/airlock/internal/jsonblob"
+	"github.com/airlock-sandbox/airlock/internal/lineio"
 )
 
 // Defaults of Options.
@@ -563,10 +564,10 @@ func idJSON(id int64) json.RawMessage { return strconv.AppendInt(nil, id, 10) }
 
 // readLoop decodes the server's lines until the connection ends.
 func (c *Client) readLoop() {
-	lr := newLineReader(c.r, c.opts.MaxLineBytes)
+	lr := lineio.NewReader(c.r, int64(c.opts.MaxLineBytes))
 	var protoErr, readErr error
 	for {
-		line, own, err := lr.next()
+		line, _, own, err := lr.Next()
 		if len(bytes.TrimSpace(line)) > 0 {
 			var kept bool
 			if kept, protoErr = c.handleLine(line); protoErr != nil {
@@ -578,7 +579,7 @@ func (c *Client) readLoop() {
 			}
 		}
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
+			if errors.Is(err, lineio.ErrTooLong) {
 				protoErr = fmt.Errorf("protocol error: the server sent a line longer than %d bytes (Options.MaxLineBytes)", c.opts.MaxLineBytes)
 			} else if err != io.EOF {
 				readErr = err

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/lineio"
 )
 
 // Bounds on how long a session's end may take.
@@ -152,11 +154,11 @@ func (ss *session) run(r io.Reader) error {
 // readLoop reads and dispatches lines until the input ends (nil) or
 // fails.
 func (ss *session) readLoop(r io.Reader) error {
-	lr := newLineReader(r, ss.opts.MaxMessage)
+	lr := lineio.NewReader(r, ss.opts.MaxMessage)
 	for {
-		line, n, err := lr.next()
+		line, n, own, err := lr.Next()
 		switch {
-		case errors.Is(err, errLineTooLong):
+		case errors.Is(err, lineio.ErrTooLong):
 			ss.log.Warn("discarded a request line over the limit", "bytes", n, "limit", ss.opts.MaxMessage)
 			_ = ss.out.replyError(nullID(), rpcError(api.CodeLimitExceeded,
 				"a request line of %d bytes was discarded: the limit is %d bytes per message; send less per request (a large file in parts, joined with exec), or raise the limit (airlock rpc --max-message-mb)",
@@ -169,6 +171,10 @@ func (ss *session) readLoop(r io.Reader) error {
 				return context.Cause(ss.ctx)
 			}
 			return fmt.Errorf("read requests: %w", err)
+		}
+		if !own {
+			// Handled after the next read: take it out of the buffer.
+			line = bytes.Clone(line)
 		}
 		if err := ss.accept(line); err != nil {
 			return err
