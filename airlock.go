@@ -235,7 +235,7 @@ type stream struct {
 func (st *stream) Close() error {
 	st.stop()
 	err := st.Conn.Close()
-	go st.spare.refill()
+	st.spare.kick()
 	return err
 }
 

@@ -34,6 +34,17 @@ func newSpareStream(sess *yamux.Session) *spareStream {
 	return &spareStream{sess: sess, ch: make(chan spareResult, 1)}
 }
 
+// kick starts refill in the background unless a spare is open or
+// opening: every request ends with one, most find nothing to do.
+func (sp *spareStream) kick() {
+	sp.mu.Lock()
+	busy := sp.inFlight
+	sp.mu.Unlock()
+	if !busy {
+		go sp.refill()
+	}
+}
+
 // refill opens the next spare unless one is open or opening.
 func (sp *spareStream) refill() {
 	sp.mu.Lock()
