@@ -392,19 +392,44 @@ type FileEvent struct {
 	Size int64  `json:"size,omitempty"`
 }
 
-// NetworkEvent reports a request that crossed (or was refused at) the
-// sandbox's network boundary.
+// NetworkEvent reports a request, connection, flow or DNS question that
+// crossed (or was refused at) the sandbox's network boundary.
 type NetworkEvent struct {
-	Method        string `json:"method,omitempty"`
-	URL           string `json:"url,omitempty"`
-	Host          string `json:"host,omitempty"`
-	StatusCode    int    `json:"status_code,omitempty"`
-	RequestBytes  int64  `json:"request_bytes,omitempty"`
-	ResponseBytes int64  `json:"response_bytes,omitempty"`
-	DurationMs    int64  `json:"duration_ms,omitempty"`
-	Blocked       bool   `json:"blocked,omitempty"`
-	Reason        string `json:"reason,omitempty"`
+	// Kind is "http" (one HTTP request, plain or intercepted TLS),
+	// "dns" (one DNS question), "tcp" (a connection that is not
+	// intercepted, or that was refused before any request) or "udp".
+	Kind   string `json:"kind"`
+	Method string `json:"method,omitempty"`
+	URL    string `json:"url,omitempty"`
+	// Host is the request's host, the DNS question, or the first name
+	// pinned to IP.
+	Host string `json:"host,omitempty"`
+	// IP and Port are the destination of a connection or flow.
+	IP   string `json:"ip,omitempty"`
+	Port uint16 `json:"port,omitempty"`
+	// Proto is "tcp" or "udp" (for DNS: how the question came).
+	Proto string `json:"proto,omitempty"`
+	// QType is a DNS question's type ("A", "AAAA", ...); Answers are the
+	// addresses its answer gave the sandbox.
+	QType         string   `json:"qtype,omitempty"`
+	Answers       []string `json:"answers,omitempty"`
+	StatusCode    int      `json:"status_code,omitempty"`
+	RequestBytes  int64    `json:"request_bytes,omitempty"`
+	ResponseBytes int64    `json:"response_bytes,omitempty"`
+	DurationMs    int64    `json:"duration_ms,omitempty"`
+	Blocked       bool     `json:"blocked"`
+	// Reason says why it was blocked: a code ("host_not_allowed",
+	// "blocked_ip", "secret_leak", ...), then ": " and a detail.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Network event kinds.
+const (
+	NetHTTP = "http"
+	NetDNS  = "dns"
+	NetTCP  = "tcp"
+	NetUDP  = "udp"
+)
 
 // LifecycleEvent reports a sandbox starting or stopping.
 type LifecycleEvent struct {
