@@ -1,9 +1,11 @@
 package netstack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 
 	"github.com/airlock-sandbox/airlock/policy"
@@ -14,9 +16,11 @@ var (
 	DefaultGatewayV4 = netip.MustParseAddr("10.88.0.1")
 	DefaultSandboxV4 = netip.MustParsePrefix("10.88.0.2/24")
 	// GatewayV6 is the gateway's IPv6 link-local address: the next hop
-	// for IPv6, which gets the same decisions as IPv4. The sandbox has no
-	// IPv6 address yet.
+	// for IPv6, which gets the same decisions as IPv4.
 	GatewayV6 = netip.MustParseAddr("fe80::1")
+	// SandboxV6 is the sandbox's IPv6 address: IPv6 reaches the gateway
+	// and gets the same decisions as IPv4, never a way around them.
+	SandboxV6 = netip.MustParsePrefix("fd88::2/64")
 )
 
 const (
@@ -49,11 +53,29 @@ type Config struct {
 	MaxPins int
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Interceptor, when set, serves the TCP connections that carry HTTP
+	// or TLS to a host that policy allows (package intercept). Without
+	// it, TCP passes only by egress rules.
+	Interceptor Interceptor
+	// OnResolved, when set, is called with each name that DNS answered
+	// with allowed addresses (to mint its TLS leaf ahead of the first
+	// connection). It must not block.
+	OnResolved func(name string)
 	// OnEvent receives one Event per DNS answer, connection and blocked
 	// flow. It is called from one goroutine of its own, in order; when it
 	// falls behind, events are dropped (Stack.DroppedEvents) rather than
 	// slowing the network.
 	OnEvent func(Event)
+}
+
+// Interceptor serves one TCP connection from the sandbox whose first
+// bytes are TLS (ServeTLS) or HTTP (ServeHTTP); conn replays those bytes.
+// dst is where the sandbox connected, names the names that DNS pinned to
+// dst's address. Each call returns when the connection is over, having
+// closed conn, and reports the connection's requests as events itself.
+type Interceptor interface {
+	ServeTLS(ctx context.Context, conn net.Conn, dst netip.AddrPort, names []string)
+	ServeHTTP(ctx context.Context, conn net.Conn, dst netip.AddrPort, names []string)
 }
 
 // withDefaults returns c with its zero fields set to their defaults, or an
@@ -100,6 +122,10 @@ type SandboxSide struct {
 	Address netip.Prefix
 	// Gateway is the next hop of the default route.
 	Gateway netip.Addr
+	// AddressV6 and GatewayV6 are the IPv6 address and next hop (a
+	// link-local address).
+	AddressV6 netip.Prefix
+	GatewayV6 netip.Addr
 	// DNS lists the name servers for resolv.conf (the gateway).
 	DNS []netip.Addr
 	// MTU of the interface.
@@ -120,9 +146,11 @@ func (c *Config) SandboxSide() SandboxSide {
 		d.MTU = DefaultMTU
 	}
 	return SandboxSide{
-		Address: d.SandboxV4,
-		Gateway: d.GatewayV4,
-		DNS:     []netip.Addr{d.GatewayV4},
-		MTU:     d.MTU,
+		Address:   d.SandboxV4,
+		Gateway:   d.GatewayV4,
+		AddressV6: SandboxV6,
+		GatewayV6: GatewayV6,
+		DNS:       []netip.Addr{d.GatewayV4},
+		MTU:       d.MTU,
 	}
 }

@@ -20,6 +20,25 @@ const dialTimeout = 10 * time.Second
 // address actually being connected to: the dial goes to the address the
 // sandbox's connection was decided on, never through a resolution.
 func dialUpstream(ctx context.Context, p *policy.Policy, proto string, names []string, dst netip.AddrPort) (net.Conn, error) {
+	return dialChecked(ctx, proto, dst, func(ap netip.AddrPort) (bool, string) {
+		return p.FlowAllowed(proto, names, ap.Addr(), ap.Port())
+	})
+}
+
+// DialIntercepted dials dst over TCP for an intercepted connection: the
+// interceptor has checked the request's host against the names pinned to
+// dst, and the dialer's Control hook refuses, at connect time, an address
+// that policy blocks. There is no resolution: dst is where the sandbox
+// connected.
+func DialIntercepted(ctx context.Context, p *policy.Policy, dst netip.AddrPort) (net.Conn, error) {
+	return dialChecked(ctx, "tcp", dst, func(ap netip.AddrPort) (bool, string) {
+		return p.AddrAllowed(ap.Addr())
+	})
+}
+
+// dialChecked dials dst with a Control hook that refuses any other
+// address, and any address that check refuses.
+func dialChecked(ctx context.Context, proto string, dst netip.AddrPort, check func(netip.AddrPort) (bool, string)) (net.Conn, error) {
 	d := net.Dialer{
 		Timeout: dialTimeout,
 		Control: func(network, address string, _ syscall.RawConn) error {
@@ -30,7 +49,7 @@ func dialUpstream(ctx context.Context, p *policy.Policy, proto string, names []s
 			if ap.Addr().Unmap() != dst.Addr().Unmap() || ap.Port() != dst.Port() {
 				return fmt.Errorf("refusing to dial %s: the flow was decided for %s", ap, dst)
 			}
-			if ok, reason := p.FlowAllowed(proto, names, ap.Addr(), ap.Port()); !ok {
+			if ok, reason := check(ap); !ok {
 				return fmt.Errorf("refusing to dial %s: %s", ap, reason)
 			}
 			return nil

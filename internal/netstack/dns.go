@@ -48,6 +48,9 @@ type dnsServer struct {
 	pins   *PinSet
 	emit   func(Event)
 	log    *slog.Logger
+	// resolved, when set, hears each name answered with allowed
+	// addresses.
+	resolved func(name string)
 	sem    chan struct{}
 	// lookup resolves name (fully qualified, lower case) for qtype (A or
 	// AAAA) upstream. It returns errNXDomain for a name that does not
@@ -106,7 +109,7 @@ func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []by
 		return reply(hdr, &q, dnsmessage.RCodeRefused, nil, 0)
 	}
 	name := normalizeName(q.Name.String())
-	ev := Event{Type: EventDNS, Host: name, Proto: proto, QType: typeName(q.Type)}
+	ev := Event{Kind: EventDNS, Host: name, Proto: proto, QType: typeName(q.Type)}
 	if ok, reason := d.policy.NameResolvable(name); !ok {
 		ev.Blocked, ev.Reason = true, reason
 		d.emit(ev)
@@ -147,6 +150,9 @@ func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []by
 	ttl = min(ttl, maxAnswerTTL)
 	if len(kept) > 0 {
 		d.pins.Add(name, kept, time.Duration(ttl)*time.Second)
+		if d.resolved != nil {
+			d.resolved(name)
+		}
 	}
 	for _, a := range kept {
 		ev.Answers = append(ev.Answers, a.String())

@@ -11,7 +11,7 @@
 // default, and the gateway as its only name server. The host kernel routes
 // nothing for the sandbox: every frame ends in this package's stack.
 //
-// # Data path (this slice)
+// # Data path
 //
 //   - DNS at gateway:53, over UDP and TCP: a question is answered only when
 //     policy.NameResolvable allows the name, else NXDOMAIN (a "dns" event,
@@ -21,17 +21,22 @@
 //     get an empty answer without any upstream query, so DNS cannot carry
 //     data to or from names that are not allowed.
 //   - TCP: each new connection is matched by destination address to the names
-//     pinned for it, and passes only when policy.FlowAllowed("tcp", names,
-//     ip, port) accepts it; otherwise it is reset, with a "connect" event.
-//     HTTP and TLS interception are not part of this slice: until they are,
-//     HTTP and HTTPS to allowed hosts pass only when an egress rule names the
-//     host and port. Upstream is dialled at the destination address (never
-//     a second resolution) with a dialer whose Control hook checks the
-//     address again at connect time.
+//     pinned for it. When one of those names is an allowed host (and the
+//     address is allowed), the connection is accepted and its first bytes
+//     are sniffed, on any port: a TLS ClientHello goes to
+//     Config.Interceptor's ServeTLS, an HTTP request to its ServeHTTP, and
+//     the interceptor checks every SNI and Host against the pinned names.
+//     Anything else passes only when policy.FlowAllowed("tcp", names, ip,
+//     port) accepts it (an egress rule); otherwise it is reset, with a "tcp"
+//     event. A flow that an egress rule allows is dialled first, and bytes
+//     that upstream sends before the sandbox speaks (a server-first protocol)
+//     send it straight to forwarding. Upstream is always dialled at the
+//     destination address (never a second resolution) with a dialer whose
+//     Control hook checks the address again at connect time.
 //   - UDP other than DNS passes only when FlowAllowed("udp", ...) accepts it;
 //     otherwise it is dropped, with a "udp" event.
 //   - ICMP is never forwarded. IPv6 packets get exactly the same decisions as
-//     IPv4 ones (the sandbox has no IPv6 address yet).
+//     IPv4 ones.
 //   - The gateway's own address answers DNS only: every other port is
 //     refused.
 //

@@ -1,44 +1,23 @@
 package netstack
 
 import (
+	"github.com/airlock-sandbox/airlock/api"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
-// Event types.
+// Event kinds.
 const (
-	EventDNS     = "dns"
-	EventConnect = "connect"
-	EventUDP     = "udp"
+	EventDNS     = api.NetDNS
+	EventConnect = api.NetTCP
+	EventUDP     = api.NetUDP
 )
 
 // Event reports a DNS answer, a TCP connection or a UDP flow, allowed or
-// blocked.
-type Event struct {
-	Time time.Time `json:"time"`
-	// Type is "dns", "connect" or "udp".
-	Type string `json:"type"`
-	// Host is the DNS question, or the first name pinned to IP.
-	Host string `json:"host,omitempty"`
-	// IP is the destination address of a connection or flow.
-	IP string `json:"ip,omitempty"`
-	// Answers are the addresses a DNS answer gave the sandbox.
-	Answers []string `json:"answers,omitempty"`
-	Port    uint16   `json:"port,omitempty"`
-	// Proto is "tcp" or "udp" (for DNS: how the question came).
-	Proto string `json:"proto,omitempty"`
-	// QType is the DNS question's type ("A", "AAAA", ...).
-	QType   string `json:"qtype,omitempty"`
-	Blocked bool   `json:"blocked"`
-	// Reason says why a flow was blocked (a policy reason string), or why
-	// some DNS answers were dropped.
-	Reason string `json:"reason,omitempty"`
-	// BytesSent went from the sandbox upstream; BytesReceived came back.
-	BytesSent     int64 `json:"bytes_sent,omitempty"`
-	BytesReceived int64 `json:"bytes_received,omitempty"`
-	DurationMs    int64 `json:"duration_ms,omitempty"`
-}
+// blocked: the wire type of network events, shared with the embed API
+// and the JSON-RPC server. RequestBytes went from the sandbox upstream;
+// ResponseBytes came back.
+type Event = api.NetworkEvent
 
 const eventQueue = 1024
 
@@ -73,9 +52,6 @@ func newEmitter(fn func(Event)) *emitter {
 func (e *emitter) emit(ev Event) {
 	if e.fn == nil {
 		return
-	}
-	if ev.Time.IsZero() {
-		ev.Time = time.Now()
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()

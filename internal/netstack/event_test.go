@@ -14,7 +14,7 @@ func TestEmitterNeverBlocks(t *testing.T) {
 	})
 	start := time.Now()
 	for range 3 * eventQueue {
-		e.emit(Event{Type: EventConnect})
+		e.emit(Event{Kind: EventConnect})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("emit blocked for %v", d)

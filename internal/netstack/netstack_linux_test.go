@@ -321,7 +321,7 @@ func TestDNS(t *testing.T) {
 		t.Errorf("pins for %s: %v", publicIP, got)
 	}
 	h.events.wait(t, "dns public", func(ev Event) bool {
-		return ev.Type == EventDNS && ev.Host == "public.example.com" && !ev.Blocked && slices.Equal(ev.Answers, []string{publicIP.String()})
+		return ev.Kind == EventDNS && ev.Host == "public.example.com" && !ev.Blocked && slices.Equal(ev.Answers, []string{publicIP.String()})
 	})
 
 	// A name that policy does not allow: NXDOMAIN, and no upstream query.
@@ -333,7 +333,7 @@ func TestDNS(t *testing.T) {
 		t.Error("a name not allowed was resolved upstream")
 	}
 	h.events.wait(t, "dns blocked", func(ev Event) bool {
-		return ev.Type == EventDNS && ev.Host == "blocked.example.org" && ev.Blocked && policy.ReasonCode(ev.Reason) == policy.ReasonHostNotAllowed
+		return ev.Kind == EventDNS && ev.Host == "blocked.example.org" && ev.Blocked && policy.ReasonCode(ev.Reason) == policy.ReasonHostNotAllowed
 	})
 
 	// Private and loopback answers are dropped, and not pinned.
@@ -343,7 +343,7 @@ func TestDNS(t *testing.T) {
 			t.Errorf("%s: %v %v", name, rcode, addrs)
 		}
 		h.events.wait(t, "dns "+name, func(ev Event) bool {
-			return ev.Type == EventDNS && ev.Host == name && ev.Blocked && policy.ReasonCode(ev.Reason) == policy.ReasonBlockedIP
+			return ev.Kind == EventDNS && ev.Host == name && ev.Blocked && policy.ReasonCode(ev.Reason) == policy.ReasonBlockedIP
 		})
 	}
 	if got := h.st.Pins().Names(privateIP); len(got) != 0 {
@@ -422,7 +422,7 @@ func TestTCPRefused(t *testing.T) {
 		t.Errorf("raw IP: %v", err)
 	}
 	h.events.wait(t, "raw connect", func(ev Event) bool {
-		return ev.Type == EventConnect && ev.IP == raw.String() && ev.Port == 22 && ev.Blocked &&
+		return ev.Kind == EventConnect && ev.IP == raw.String() && ev.Port == 22 && ev.Blocked &&
 			policy.ReasonCode(ev.Reason) == policy.ReasonNoEgressRule
 	})
 	// A pinned name on a port that no rule names: refused (HTTP and TLS
@@ -432,7 +432,7 @@ func TestTCPRefused(t *testing.T) {
 		t.Errorf("port 443 without a rule: %v", err)
 	}
 	h.events.wait(t, "443", func(ev Event) bool {
-		return ev.Type == EventConnect && ev.Host == "public.example.com" && ev.Port == 443 && ev.Blocked
+		return ev.Kind == EventConnect && ev.Host == "public.example.com" && ev.Port == 443 && ev.Blocked
 	})
 	// The gateway serves DNS only.
 	for _, port := range []uint16{22, 80, 8080} {
@@ -441,7 +441,7 @@ func TestTCPRefused(t *testing.T) {
 		}
 	}
 	h.events.wait(t, "gateway", func(ev Event) bool {
-		return ev.Type == EventConnect && ev.IP == DefaultGatewayV4.String() && ev.Blocked
+		return ev.Kind == EventConnect && ev.IP == DefaultGatewayV4.String() && ev.Blocked
 	})
 	// Private addresses, raw.
 	for _, ip := range []string{"10.1.2.3", "169.254.169.254", "192.168.1.1"} {
@@ -461,7 +461,7 @@ func TestTCPRefused(t *testing.T) {
 		t.Errorf("IPv6 connected")
 	}
 	h.events.wait(t, "v6 connect", func(ev Event) bool {
-		return ev.Type == EventConnect && ev.IP == v6.String() && ev.Blocked
+		return ev.Kind == EventConnect && ev.IP == v6.String() && ev.Blocked
 	})
 }
 
@@ -478,7 +478,7 @@ func TestUDPDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.events.wait(t, "udp blocked", func(ev Event) bool {
-		return ev.Type == EventUDP && ev.IP == publicIP.String() && ev.Port == 9999 && ev.Blocked && ev.Host == "public.example.com"
+		return ev.Kind == EventUDP && ev.IP == publicIP.String() && ev.Port == 9999 && ev.Blocked && ev.Host == "public.example.com"
 	})
 	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if n, err := c.Read(make([]byte, 100)); err == nil {
@@ -580,9 +580,9 @@ func TestForward(t *testing.T) {
 		t.Fatalf("echo: %d bytes of %d, %v", len(got), len(msg), err)
 	}
 	ev := h.events.wait(t, "connect", func(ev Event) bool {
-		return ev.Type == EventConnect && ev.Port == port && !ev.Blocked
+		return ev.Kind == EventConnect && ev.Port == port && !ev.Blocked
 	})
-	if ev.Host != "echo.example.com" || ev.BytesSent != int64(len(msg)) || ev.BytesReceived != int64(len(msg)) {
+	if ev.Host != "echo.example.com" || ev.RequestBytes != int64(len(msg)) || ev.ResponseBytes != int64(len(msg)) {
 		t.Errorf("event: %+v", ev)
 	}
 

@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 const (
@@ -126,8 +129,8 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 	}, stack.AddressProperties{}); e != nil {
 		return fail("adding the gateway address", e)
 	}
-	// A link-local address, so that IPv6 packets can be routed to the
-	// gateway (and decided like IPv4 ones) once the sandbox has IPv6.
+	// A link-local address: the sandbox's IPv6 next hop, so that IPv6
+	// packets reach the gateway and are decided like IPv4 ones.
 	if e := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
 		Protocol:          ipv6.ProtocolNumber,
 		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(GatewayV6.As16()), PrefixLen: 64},
@@ -152,6 +155,7 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		open:   make(map[io.Closer]struct{}),
 	}
 	st.dns = newDNSServer(cfg.Policy, st.pins, st.emit, cfg.Logger)
+	st.dns.resolved = cfg.OnResolved
 
 	tcpFwd := tcp.NewForwarder(s, 0, maxTCPInFlight, st.handleTCP)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
@@ -265,7 +269,7 @@ func (st *Stack) releaseSlot() { <-st.slots }
 
 func (st *Stack) emit(ev Event) {
 	if ev.Blocked {
-		st.cfg.Logger.Info("netstack blocked", "type", ev.Type, "host", ev.Host, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason)
+		st.cfg.Logger.Info("netstack blocked", "type", ev.Kind, "host", ev.Host, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason)
 	}
 	st.events.emit(ev)
 }
@@ -301,6 +305,36 @@ func firstName(names []string) string {
 	return names[0]
 }
 
+// Waits for a connection's first bytes.
+const (
+	// sniffWait bounds the wait for the first bytes of a connection that
+	// only interception can let through.
+	sniffWait = 10 * time.Second
+	// serverFirstWait is how long a connection that an egress rule also
+	// allows waits for the sandbox to speak first before the upstream's
+	// own first bytes (or this wait) send it to plain forwarding.
+	serverFirstWait = 2 * time.Second
+)
+
+// interceptable reports whether a connection to dst, whose address DNS
+// pinned to names, may go to the interceptor: the address is allowed and
+// one of the names is an allowed host. The interceptor then checks the
+// SNI or Host of every request against names.
+func (st *Stack) interceptable(names []string, dst netip.Addr) bool {
+	if st.cfg.Interceptor == nil || len(names) == 0 {
+		return false
+	}
+	if ok, _ := st.cfg.Policy.AddrAllowed(dst); !ok {
+		return false
+	}
+	for _, n := range names {
+		if st.cfg.Policy.HostAllowed(n) {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if !st.enter() {
 		r.Complete(true)
@@ -310,9 +344,10 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	dst := toNetip(id.LocalAddress)
 	port := id.LocalPort
-	names, ok, reason := st.decide("tcp", dst, port)
-	ev := Event{Type: EventConnect, Host: firstName(names), IP: dst.String(), Port: port, Proto: "tcp"}
-	if !ok {
+	names, ruleOK, reason := st.decide("tcp", dst, port)
+	interceptOK := !st.isGateway(dst) && st.interceptable(names, dst)
+	ev := Event{Kind: EventConnect, Host: firstName(names), IP: dst.String(), Port: port, Proto: "tcp"}
+	if !ruleOK && !interceptOK {
 		r.Complete(true)
 		ev.Blocked, ev.Reason = true, reason
 		st.emit(ev)
@@ -326,19 +361,28 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	defer st.releaseSlot()
 	start := time.Now()
-	up, err := dialUpstream(st.ctx, st.cfg.Policy, "tcp", names, netip.AddrPortFrom(dst, port))
-	if err != nil {
-		r.Complete(true)
-		ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
-		ev.DurationMs = time.Since(start).Milliseconds()
-		st.emit(ev)
-		return
+	dstAP := netip.AddrPortFrom(dst, port)
+	var up net.Conn
+	if ruleOK {
+		// Dialled before the handshake completes, so that the sandbox
+		// sees a refused connection when upstream refuses it.
+		var err error
+		up, err = dialUpstream(st.ctx, st.cfg.Policy, "tcp", names, dstAP)
+		if err != nil {
+			r.Complete(true)
+			ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
+			ev.DurationMs = time.Since(start).Milliseconds()
+			st.emit(ev)
+			return
+		}
 	}
 	var wq waiter.Queue
 	tep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
 		r.Complete(true)
-		up.Close()
+		if up != nil {
+			up.Close()
+		}
 		ev.Blocked, ev.Reason = true, "sandbox side: "+terr.String()
 		st.emit(ev)
 		return
@@ -346,13 +390,108 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	r.Complete(false)
 	tep.SocketOptions().SetKeepAlive(true)
 	conn := gonet.NewTCPConn(&wq, tep)
-	if !st.track(conn, up) {
+	closers := []io.Closer{conn}
+	if up != nil {
+		closers = append(closers, up)
+	}
+	if !st.track(closers...) {
 		return
 	}
-	defer st.untrack(conn, up)
-	ev.BytesSent, ev.BytesReceived = splice(conn, up.(*net.TCPConn))
+	defer st.untrack(closers...)
+
+	var sandbox halfCloser = conn
+	if interceptOK {
+		wait := sniffWait
+		if ruleOK {
+			wait = serverFirstWait
+		}
+		kind, prefix, upFirst := st.sniffFirst(conn, up, wait)
+		if kind != sniffOther {
+			if up != nil {
+				up.Close()
+			}
+			pc := &prefixConn{halfCloser: conn, prefix: prefix}
+			if kind == sniffTLS {
+				st.cfg.Interceptor.ServeTLS(st.ctx, pc, dstAP, names)
+			} else {
+				st.cfg.Interceptor.ServeHTTP(st.ctx, pc, dstAP, names)
+			}
+			conn.Close()
+			return
+		}
+		if !ruleOK {
+			conn.Close()
+			ev.Blocked = true
+			ev.Reason = fmt.Sprintf("%s: the connection carries neither HTTP nor TLS, and no egress rule allows tcp to %s", policy.ReasonNoEgressRule, net.JoinHostPort(cmp.Or(ev.Host, dst.String()), fmt.Sprint(port)))
+			ev.DurationMs = time.Since(start).Milliseconds()
+			st.emit(ev)
+			return
+		}
+		if len(prefix) > 0 {
+			sandbox = &prefixConn{halfCloser: conn, prefix: prefix}
+		}
+		if len(upFirst) > 0 {
+			if _, err := conn.Write(upFirst); err != nil {
+				conn.Close()
+				up.Close()
+				return
+			}
+			ev.ResponseBytes += int64(len(upFirst))
+		}
+	}
+	sent, received := splice(sandbox, up.(*net.TCPConn))
+	ev.RequestBytes += sent
+	ev.ResponseBytes += received
 	ev.DurationMs = time.Since(start).Milliseconds()
 	st.emit(ev)
+}
+
+// sniffFirst waits up to wait for the sandbox's first bytes on conn, and
+// classifies them. When up is set (an egress rule allows the flow), bytes
+// that upstream sends first end the wait: a server-first protocol is
+// forwarded as is, and upFirst holds what upstream sent.
+func (st *Stack) sniffFirst(conn *gonet.TCPConn, up net.Conn, wait time.Duration) (kind sniffKind, prefix, upFirst []byte) {
+	deadline := time.Now().Add(wait)
+	_ = conn.SetReadDeadline(deadline)
+	defer conn.SetReadDeadline(time.Time{})
+	if up == nil {
+		prefix, kind, _ = sniff(conn)
+		return kind, prefix, nil
+	}
+	type upRead struct {
+		b   []byte
+		err error
+	}
+	upCh := make(chan upRead, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		_ = up.SetReadDeadline(deadline)
+		n, err := up.Read(buf)
+		upCh <- upRead{buf[:n], err}
+	}()
+	sandboxCh := make(chan []byte, 1)
+	kindCh := make(chan sniffKind, 1)
+	go func() {
+		p, k, _ := sniff(conn)
+		kindCh <- k
+		sandboxCh <- p
+	}()
+	select {
+	case k := <-kindCh:
+		prefix = <-sandboxCh
+		// Stop the upstream read, and keep whatever it got.
+		_ = up.SetReadDeadline(time.Now())
+		r := <-upCh
+		_ = up.SetReadDeadline(time.Time{})
+		return k, prefix, r.b
+	case r := <-upCh:
+		// Upstream spoke first: stop the sniff and forward.
+		_ = conn.SetReadDeadline(time.Now())
+		<-kindCh
+		prefix = <-sandboxCh
+		_ = up.SetReadDeadline(time.Time{})
+		return sniffOther, prefix, r.b
+	}
 }
 
 func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
@@ -360,7 +499,7 @@ func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 	dst := toNetip(id.LocalAddress)
 	port := id.LocalPort
 	names, ok, reason := st.decide("udp", dst, port)
-	ev := Event{Type: EventUDP, Host: firstName(names), IP: dst.String(), Port: port, Proto: "udp"}
+	ev := Event{Kind: EventUDP, Host: firstName(names), IP: dst.String(), Port: port, Proto: "udp"}
 	if !ok {
 		ev.Blocked, ev.Reason = true, reason
 		st.emit(ev)
@@ -439,7 +578,7 @@ func (st *Stack) relayUDP(conn *gonet.UDPConn, names []string, dst netip.AddrPor
 	}()
 	pump(conn, up, &received)
 	wg.Wait()
-	ev.BytesSent, ev.BytesReceived = sent.Load(), received.Load()
+	ev.RequestBytes, ev.ResponseBytes = sent.Load(), received.Load()
 	ev.DurationMs = time.Since(start).Milliseconds()
 	st.emit(ev)
 }
