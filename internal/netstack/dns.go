@@ -51,7 +51,7 @@ type dnsServer struct {
 	// resolved, when set, hears each name answered with allowed
 	// addresses.
 	resolved func(name string)
-	sem    chan struct{}
+	sem      chan struct{}
 	// lookup resolves name (fully qualified, lower case) for qtype (A or
 	// AAAA) upstream. It returns errNXDomain for a name that does not
 	// exist.
