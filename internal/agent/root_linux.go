@@ -94,6 +94,11 @@ func buildRoot(b *agentproto.Boot) error {
 			return fmt.Errorf("write /etc/%s: %w", name, err)
 		}
 	}
+	for target, src := range b.Root.EtcBinds {
+		if err := bindEtc(filepath.Join(root, "etc"), target, src); err != nil {
+			return err
+		}
+	}
 	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
@@ -112,6 +117,31 @@ func buildRoot(b *agentproto.Boot) error {
 		return fmt.Errorf("detach the host root: %w", err)
 	}
 	return os.Chdir("/")
+}
+
+// bindEtc binds the generated file etc/src over etc/target, read-only.
+// The target must be a regular file (never a symlink, which would resolve
+// outside the sandbox's tree here), or missing in a writable directory.
+func bindEtc(etc, target, src string) error {
+	t := filepath.Join(etc, filepath.Clean("/"+target))
+	s := filepath.Join(etc, filepath.Clean("/"+src))
+	fi, err := os.Lstat(t)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(t), 0o755); err != nil {
+			return nil // a read-only directory without that file
+		}
+		f, err := os.OpenFile(t, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil
+		}
+		f.Close()
+	case err != nil:
+		return fmt.Errorf("bind /etc/%s: %w", target, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("bind /etc/%s: it is not a regular file (%v)", target, fi.Mode().Type())
+	}
+	return bindReadOnly(s, t)
 }
 
 // replicate makes dst mirror the host path src: the same symlink, or a

@@ -74,6 +74,12 @@ type RootSpec struct {
 	// HostEtc lists /etc entries bound read-only from the host (for example
 	// ssl, alternatives, ld.so.cache).
 	HostEtc []string `cbor:"host_etc,omitempty"`
+	// EtcBinds puts generated files over existing ones: target -> source,
+	// both relative to /etc, the source one of Etc. Used for the trust
+	// store (ssl/certs/ca-certificates.crt), which lives in a host
+	// directory bound read-only. A missing target is created when its
+	// directory is writable, and skipped otherwise.
+	EtcBinds map[string]string `cbor:"etc_binds,omitempty"`
 }
 
 // Rlimits are applied to user commands. Core dumps are always disabled.

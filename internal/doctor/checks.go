@@ -347,6 +347,28 @@ func tunCheck(root string, uid int) Check {
 	return deviceCheck(root, "/dev/net/tun", "tun", "TAP networking", "modprobe tun", uid)
 }
 
+// egressCheck says whether sandboxes with a network policy can start:
+// the supervisor makes their TAP device inside their network namespace,
+// which takes root in this version.
+func egressCheck(root string, uid int) Check {
+	c := Check{Name: "network egress"}
+	if _, err := os.Stat(filepath.Join(root, "/dev/net/tun")); err != nil {
+		c.Status = Warn
+		c.Detail = "/dev/net/tun is missing: sandboxes with a network policy cannot start"
+		c.Fix = "modprobe tun"
+		return c
+	}
+	if uid != 0 {
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("uid %d: sandboxes with a network policy need airlock to run as root, which makes their TAP device inside their network namespace; sandboxes without one work", uid)
+		c.Fix = "run airlock as root (sudo) for sandboxes with network egress"
+		return c
+	}
+	c.Status = OK
+	c.Detail = "root: sandboxes get a TAP device that ends in airlock's userspace network stack"
+	return c
+}
+
 // deviceCheck stats dev below root and opens it read-write as the current
 // user. A missing or unopenable device is a warning naming the feature
 // that needs it.

@@ -152,6 +152,7 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 		landlockCheck(o.Root, kernelRelease(o.Root, h), h.landlock),
 		cgroupCheck(o.CgroupInfo),
 		fuseCheck(o.Root, h.uid),
+		egressCheck(o.Root, h.uid),
 	)
 
 	gvisor := []Check{runscCheck(o.LookPath)}

@@ -600,3 +600,22 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestEgressCheck(t *testing.T) {
+	root := t.TempDir()
+	if c := egressCheck(root, 0); c.Status != Warn || c.Fix != "modprobe tun" {
+		t.Errorf("no tun: %+v", c)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev/net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "dev/net/tun"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := egressCheck(root, 1000); c.Status != Warn || !strings.Contains(c.Detail, "root") || !strings.Contains(c.Fix, "sudo") {
+		t.Errorf("unprivileged: %+v", c)
+	}
+	if c := egressCheck(root, 0); c.Status != OK {
+		t.Errorf("root: %+v", c)
+	}
+}
