@@ -247,8 +247,21 @@ func (d *DNS) resolve(q dnsmessage.Question) (dnsmessage.RCode, []dnsmessage.Res
 	}
 }
 
-// reply builds a response to a query with header h and questions qs.
-func reply(h dnsmessage.Header, qs []dnsmessage.Question, rcode dnsmessage.RCode, udpSize int, answers []dnsmessage.Resource) []byte {
+// buildError carries a dnsmessage.Builder error out of reply's steps.
+type buildError struct{ error }
+
+// reply builds a response to a query with header h and questions qs, or
+// returns nil if it cannot (a name too long, say): the client then gets
+// no answer rather than the test binary a panic.
+func reply(h dnsmessage.Header, qs []dnsmessage.Question, rcode dnsmessage.RCode, udpSize int, answers []dnsmessage.Resource) (out []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(buildError); !ok {
+				panic(v)
+			}
+			out = nil
+		}
+	}()
 	b := dnsmessage.NewBuilder(make([]byte, 0, 512), dnsmessage.Header{
 		ID:                 h.ID,
 		Response:           true,
@@ -262,7 +275,7 @@ func reply(h dnsmessage.Header, qs []dnsmessage.Question, rcode dnsmessage.RCode
 	b.EnableCompression()
 	must := func(err error) {
 		if err != nil {
-			panic("testnet: building a DNS reply: " + err.Error())
+			panic(buildError{err})
 		}
 	}
 	must(b.StartQuestions())

@@ -76,6 +76,9 @@ func TestAddressesAreNotInterfaceAddresses(t *testing.T) {
 	}
 	for _, a := range addrs {
 		ip, _ := netip.ParsePrefix(a.String())
+		if ip.Addr().String() == testnet.APIAddr {
+			t.Errorf("net.InterfaceAddrs lists %s", testnet.APIAddr)
+		}
 		if !ip.Addr().IsLoopback() {
 			t.Errorf("interface address %v: only loopback addresses were expected", a)
 		}
@@ -149,6 +152,13 @@ func TestDNS(t *testing.T) {
 	txt, err := r.LookupTXT(ctx, "txt.example.com")
 	if err != nil || strings.Join(txt, "") != "v=test "+strings.Repeat("x", 300) {
 		t.Errorf("TXT: %q, %v", txt, err)
+	}
+
+	// Too long for UDP: truncated, then asked again over TCP.
+	w.DNS.SetTXT("long.example.com", strings.Repeat("y", 3000))
+	txt, err = r.LookupTXT(ctx, "long.example.com")
+	if err != nil || strings.Join(txt, "") != strings.Repeat("y", 3000) {
+		t.Errorf("long TXT: %d strings, %v", len(txt), err)
 	}
 
 	w.DNS.SetCNAME("alias.example.com", testnet.Private)
@@ -506,6 +516,25 @@ func TestURL(t *testing.T) {
 	} {
 		if got := w.URL(tc.name, tc.port, tc.path); got != tc.want {
 			t.Errorf("URL(%q, %d, %q) = %q, want %q", tc.name, tc.port, tc.path, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkBytes(b *testing.B) {
+	w := testnet.Start(b)
+	c := w.Client()
+	const n = 64 << 20
+	url := w.URL(testnet.API, 8080, "/bytes?n=67108864")
+	b.SetBytes(n)
+	for b.Loop() {
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || got != n {
+			b.Fatalf("%d bytes, %v", got, err)
 		}
 	}
 }
