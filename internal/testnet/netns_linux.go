@@ -49,24 +49,44 @@ var localRoutes = []netip.Prefix{
 // has no way out: a broken build cannot reach any other machine.
 //
 // Not root, or no namespace to be had: Main runs m.Run as it is, with
-// Available false, and Start skips.
-func Main(m *testing.M) int {
+// Available false, and Start skips. A process that a test started inside
+// the namespace (the test binary again, say, as another user) inherits
+// it: there Main finds it set up and runs m.Run with Available true.
+func Main(m *testing.M) int { return MainFunc(m.Run) }
+
+// MainFunc is Main for a TestMain that has work of its own around m.Run,
+// which must happen in the namespace, not in the process that only
+// re-executes the binary there:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testnet.MainFunc(func() int {
+//			setUp()
+//			defer tearDown()
+//			return m.Run()
+//		}))
+//	}
+//
+// run is called once, in the namespace when there is one, with Available
+// already set.
+func MainFunc(run func() int) int {
 	if parent := os.Getenv(envNetns); parent != "" && freshNetns(parent) {
-		if err := setupNetns(); err != nil {
+		if netnsReady() {
+			available = true
+		} else if err := setupNetns(); err != nil {
 			reason = "setting up the test network namespace: " + err.Error()
 		} else {
 			available = true
 		}
-		return m.Run()
+		return run()
 	}
 	if os.Geteuid() != 0 {
 		reason = "not root: a network namespace of the tests' own needs root"
-		return m.Run()
+		return run()
 	}
 	code, err := reexec()
 	if err != nil {
 		reason = "no network namespace: " + err.Error()
-		return m.Run()
+		return run()
 	}
 	return code
 }
@@ -159,6 +179,31 @@ func reexec() (int, error) {
 		return 1, nil
 	}
 	return cmd.ProcessState.ExitCode(), nil
+}
+
+// netnsReady reports whether the namespace is set up already: lo up, an
+// address of every local route bindable, IPv6 binds of routed addresses
+// allowed.
+func netnsReady() bool {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil || lo.Flags&net.FlagUp == 0 {
+		return false
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv6/ip_nonlocal_bind"); err != nil || string(b) != "1\n" {
+		return false
+	}
+	for _, p := range localRoutes {
+		a := p.Masked().Addr()
+		if p.Contains(a.Next()) {
+			a = a.Next()
+		}
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+		if err != nil {
+			return false
+		}
+		ln.Close()
+	}
+	return true
 }
 
 // setupNetns brings lo up, adds the local routes and allows IPv6 binds of

@@ -16,8 +16,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +93,40 @@ func TestAddressesAreNotInterfaceAddresses(t *testing.T) {
 			continue
 		}
 		ln.Close()
+	}
+}
+
+// A process that a test starts in the namespace, even unprivileged,
+// finds it set up.
+func TestNestedUnprivileged(t *testing.T) {
+	testnet.Skip(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: its parent is private to root.
+	dir, err := os.MkdirTemp("", "testnet-nested-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(dir, "testnet.test")
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copied, "-test.run=^TestAddressesAreNotInterfaceAddresses$", "-test.v")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestAddressesAreNotInterfaceAddresses") {
+		t.Errorf("the test binary as nobody: %v\n%s", err, out)
 	}
 }
 
