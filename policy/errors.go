@@ -37,6 +37,27 @@ const (
 	// ReasonPolicyError: the policy script or a hook failed (fault,
 	// step or time limit, bad result). Policy errors block.
 	ReasonPolicyError = "policy_error"
+	// ReasonNoSNI: a TLS ClientHello named no server, or named an
+	// address.
+	ReasonNoSNI = "no_sni"
+	// ReasonSNIMismatch: a TLS ClientHello named a server that is not
+	// among the names DNS pinned to the address the sandbox connected
+	// to (a forged SNI, or a raw-IP connection to an allowed host's
+	// address).
+	ReasonSNIMismatch = "sni_mismatch"
+	// ReasonHostMismatch: an HTTP request's Host (or :authority, or
+	// absolute URI) differs from the TLS server name, names a port other
+	// than the one connected to, or, in plain HTTP, is not among the
+	// names pinned to the destination address.
+	ReasonHostMismatch = "host_mismatch"
+	// ReasonProxyRequest: a CONNECT request; the sandbox has no proxy.
+	ReasonProxyRequest = "proxy_request"
+	// ReasonBadRequest: a request that cannot be forwarded as it is
+	// (such as an asterisk-form target).
+	ReasonBadRequest = "bad_request"
+	// ReasonUpstreamError: not a block: the upstream server could not
+	// be reached or failed.
+	ReasonUpstreamError = "upstream_error"
 )
 
 // ReasonCode returns the code of a reason string: the part before ": ".
