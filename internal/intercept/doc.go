@@ -1,0 +1,82 @@
+// Package intercept serves the sandbox's HTTP and TLS connections on the
+// host: it terminates the sandbox's TLS with certificates of a per-user
+// CA, applies the network policy (package policy) to every request, and
+// forwards what passes to the destination the sandbox chose.
+//
+// # Data path
+//
+// The netstack accepts every TCP connection from the sandbox, sniffs its
+// first bytes and hands a connection that carries TLS to ServeTLS, one
+// that carries plaintext HTTP to ServeHTTP, with the address the sandbox
+// connected to (dst) and the names DNS pinned to that address.
+//
+//   - TLS: the ClientHello's server name (SNI) must be present, a name
+//     rather than an address, one of the pinned names, and allowed by
+//     policy.HostDecision; otherwise the handshake is refused and a "tcp"
+//     event says why (no_sni, sni_mismatch, or the policy's reason). This
+//     stops a forged SNI, or a raw-IP connection to an allowed host's
+//     address, from reaching anything but the names that address was
+//     resolved for. The sandbox gets a leaf certificate for the name
+//     (CA.Leaf, cached) and may speak HTTP/2 or HTTP/1.1 (ALPN).
+//   - Every request, TLS or plain, HTTP/1 or HTTP/2: CONNECT is refused
+//     (the sandbox has no proxy). The request's authority (Host,
+//     :authority, or an absolute-form URI's host) must be a name; a port
+//     in it must be dst's port; under TLS the name must equal the SNI (no
+//     domain fronting), in plain HTTP it must be one of the pinned names;
+//     and policy.HostDecision must allow it (the host lists can change
+//     while a connection is open). Refusals answer 421 (misdirected), 400
+//     (malformed) or 403 (policy), with "airlock: blocked: <reason>" as
+//     the body and the reason code in X-Airlock-Blocked.
+//   - Hooks: the policy's request hooks (policy.FilterRequest) see the
+//     request with placeholders, never secret values, and its body when
+//     it is no longer than policy.MaxHookBody (a longer one streams and
+//     hooks see none). They may change it or block it (403).
+//   - Secrets: then placeholders are replaced for the request's host
+//     (policy.Substituter) in the URL, every header value and the body.
+//     A placeholder of a secret not scoped to the host blocks the request
+//     (403, secret_leak); so does a compressed body or one past
+//     Config.MaxBody (secret_unrewritable) when the policy has secrets.
+//     Bodies stream through the substitution: a short body of declared
+//     length is read whole (so it keeps its Content-Length and a leak in
+//     it stops the request before anything is sent); a longer one is sent
+//     as it is rewritten, without a length, and a leak found in it aborts
+//     the upstream request before it completes and answers 403. Request
+//     trailers are dropped, since they would carry placeholders past the
+//     substitution.
+//   - Upstream: each sandbox connection has its own http.Transport, whose
+//     every connection is a Config.Dial to dst (the host never resolves a
+//     name again), verified against the host's roots and the policy's
+//     extra roots with the SNI as the server name, HTTP/2 or HTTP/1.1. No
+//     proxy from the environment; Accept-Encoding and compressed bodies
+//     pass untouched. Its idle connections are closed when the sandbox's
+//     connection ends.
+//   - Responses stream back (server-sent events and chunked bodies are
+//     flushed as they arrive). When the policy scrubs responses, secret
+//     values in the header, body and trailers become placeholders again
+//     (a scrubbed body loses its Content-Length). Response hooks
+//     (policy.FilterResponse) see the scrubbed response, its body when it
+//     is short enough, and may change it or block it (403).
+//   - WebSocket and other HTTP/1.1 upgrades pass the same checks; the
+//     upgraded connection is then spliced as it is.
+//
+// Each HTTP request yields exactly one api.NetworkEvent of kind "http"
+// once its response is over (or refused), with the URL as the hooks saw
+// it (placeholders, never values), the status, the body bytes each way,
+// and, when blocked, the reason. A TLS handshake refused before any
+// request yields one of kind "tcp".
+//
+// # Bounds
+//
+// Nothing from the sandbox is trusted: the handshake has 10 seconds, a
+// request header 30 seconds and 64 KiB, an idle connection 2 minutes; an
+// HTTP/2 connection has at most 100 concurrent streams; bodies are
+// buffered only up to the hooks' bound and streamed otherwise.
+//
+// # Known limits
+//
+// A compressed response body is scrubbed as it is, so a secret value
+// inside compressed data is not found; the frames of an upgraded
+// connection (WebSocket) are neither substituted nor scrubbed (the
+// sandbox only ever has placeholders to send, so they cannot leak a
+// value, but an upstream echo of one is not scrubbed).
+package intercept

@@ -1,0 +1,112 @@
+package intercept
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+// newProxy makes the reverse proxy that forwards every request. It is
+// shared: what differs per connection and per request (the transport,
+// the prepared request) travels in the request's context.
+func (i *Interceptor) newProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        i.rewrite,
+		Transport:      roundTripper{},
+		FlushInterval:  -1, // stream: SSE and chunked responses are never held back
+		BufferPool:     copyBuffers,
+		ErrorHandler:   i.proxyError,
+		ModifyResponse: i.modifyResponse,
+		ErrorLog:       slog.NewLogLogger(i.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// rewrite puts the prepared request in place of the one the reverse
+// proxy cloned. It keeps the hop-by-hop fields the proxy set for a
+// protocol upgrade (Connection, Upgrade) and for trailers (Te), and
+// drops the sandbox's request trailers, which could carry placeholders
+// past the substitution.
+func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
+	x := exchangeOf(pr.In.Context())
+	out := pr.Out
+	h := x.header
+	for _, k := range [...]string{"Connection", "Upgrade", "Te"} {
+		if v, ok := out.Header[k]; ok {
+			h[k] = v
+		}
+	}
+	out.Method = x.outMethod
+	out.URL = x.outURL
+	out.Host = x.outHost
+	out.Header = h
+	out.Trailer = nil
+	out.TransferEncoding = nil
+	out.ContentLength = x.length
+	out.GetBody = nil
+	switch {
+	case x.stream:
+		// out.Body is the proxy's wrapper of the sandbox's body, which
+		// stops reads once the handler is done.
+		var src io.Reader = out.Body
+		if len(x.prefix) > 0 {
+			src = io.MultiReader(bytes.NewReader(x.prefix), src)
+		}
+		if x.rewrite != nil {
+			src = x.rewrite.Reader(src, i.maxBody)
+		}
+		out.Body = &upstreamBody{r: src, x: x}
+	case len(x.whole) > 0:
+		whole := x.whole
+		out.Body = &upstreamBody{r: bytes.NewReader(whole), x: x}
+		out.GetBody = func() (io.ReadCloser, error) {
+			return &upstreamBody{r: bytes.NewReader(whole), x: x}, nil
+		}
+	default:
+		out.Body = nil
+	}
+}
+
+// roundTripper sends a request with its sandbox connection's transport.
+type roundTripper struct{}
+
+func (roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	return exchangeOf(req.Context()).c.upstream.transport().RoundTrip(req)
+}
+
+// proxyError answers a request that could not be forwarded: 403 when
+// the policy blocked it (a leak found mid-body, a hook, a refused dial),
+// 502 when the upstream failed, nothing when the sandbox is gone.
+func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeOf(r.Context())
+	if be := x.blocked.Load(); be != nil {
+		err = be
+	}
+	var be *policy.BlockError
+	if errors.As(err, &be) {
+		x.refuse(http.StatusForbidden, be.Error())
+		return
+	}
+	reason := policy.ReasonUpstreamError + ": " + err.Error()
+	if r.Context().Err() != nil {
+		x.reason = reason // the sandbox went away: nobody to answer
+		return
+	}
+	x.fail(http.StatusBadGateway, reason)
+}
+
+// copyBuffers are the reverse proxy's buffers for response bodies.
+var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}}
+
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }

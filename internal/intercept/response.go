@@ -1,0 +1,131 @@
+package intercept
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+// modifyResponse applies the policy to a response before the sandbox
+// sees it: a block found in the request body meanwhile wins; then
+// scrubbing (headers at once, the body as it streams, trailers at its
+// end); then the response hooks, which see the scrubbed response, whole
+// when it is short enough.
+func (i *Interceptor) modifyResponse(res *http.Response) error {
+	x := exchangeOf(res.Request.Context())
+	if be := x.blocked.Load(); be != nil {
+		return be
+	}
+	p := i.policy
+	var scrub *policy.Scrubber
+	if p.ScrubsResponses() {
+		scrub = p.Scrubber()
+		scrub.Header(res.Header)
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the upgraded connection, spliced as it is.
+		return i.upgradeHooks(res, x)
+	}
+
+	hasBody := res.Body != http.NoBody
+	orig := res.Body
+	var body io.Reader = res.Body
+	if scrub != nil && hasBody {
+		// Scrubbing changes the length.
+		body = scrub.Reader(body)
+		res.ContentLength = -1
+		res.Header.Del("Content-Length")
+	}
+	if p.HasResponseHooks() {
+		var whole []byte
+		switch limit := int64(p.MaxHookBody()); {
+		case !hasBody:
+			whole = []byte{}
+		case res.ContentLength <= limit:
+			b, err := io.ReadAll(io.LimitReader(body, limit+1))
+			if err != nil {
+				return fmt.Errorf("reading the response for the hooks: %w", err)
+			}
+			if int64(len(b)) <= limit {
+				whole = b
+			} else {
+				body = io.MultiReader(bytes.NewReader(b), body)
+			}
+		}
+		out, err := p.FilterResponse(res.Request.Context(), &policy.Response{StatusCode: res.StatusCode, Header: res.Header, Body: whole}, x.hooked)
+		if err != nil {
+			return err
+		}
+		res.StatusCode = out.StatusCode
+		res.Status = strconv.Itoa(out.StatusCode) + " " + http.StatusText(out.StatusCode)
+		res.Header = out.Header
+		cleanResponseHeader(res.Header)
+		if hasBody && (whole != nil || out.Body != nil) {
+			b := out.Body
+			if b == nil {
+				b = []byte{}
+			}
+			body = bytes.NewReader(b)
+			res.ContentLength = int64(len(b))
+			res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		}
+	}
+	if hasBody {
+		res.Body = &downstreamBody{r: body, orig: orig, x: x, res: res, scrub: scrub}
+	}
+	return nil
+}
+
+// upgradeHooks runs the response hooks on a 101 Switching Protocols
+// response: they may change its header or block it, not its status.
+func (i *Interceptor) upgradeHooks(res *http.Response, x *exchange) error {
+	p := i.policy
+	if !p.HasResponseHooks() {
+		return nil
+	}
+	out, err := p.FilterResponse(res.Request.Context(), &policy.Response{StatusCode: res.StatusCode, Header: res.Header}, x.hooked)
+	if err != nil {
+		return err
+	}
+	if out.StatusCode != http.StatusSwitchingProtocols {
+		return &policy.BlockError{Reason: policy.ReasonPolicyError, Detail: fmt.Sprintf("a response hook changed a protocol switch's status to %d", out.StatusCode)}
+	}
+	res.Header = out.Header
+	return nil
+}
+
+// cleanResponseHeader drops the hop-by-hop fields a hook may have added;
+// the server sets them itself.
+func cleanResponseHeader(h http.Header) {
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// downstreamBody is the response body the sandbox gets. It stops with the
+// block when one is found in the request body while the response
+// streams, and scrubs the trailers once the body is over.
+type downstreamBody struct {
+	r     io.Reader
+	orig  io.Closer
+	x     *exchange
+	res   *http.Response
+	scrub *policy.Scrubber
+}
+
+func (b *downstreamBody) Read(p []byte) (int, error) {
+	if be := b.x.blocked.Load(); be != nil {
+		return 0, be
+	}
+	n, err := b.r.Read(p)
+	if err == io.EOF && b.scrub != nil && len(b.res.Trailer) > 0 {
+		b.scrub.Header(b.res.Trailer)
+	}
+	return n, err
+}
+
+func (b *downstreamBody) Close() error { return b.orig.Close() }
