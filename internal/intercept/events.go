@@ -41,6 +41,9 @@ func (x *exchange) finish() {
 		Blocked:       x.isBlocked,
 		Reason:        x.reason,
 	}
+	if ev.StatusCode == 0 && x.switched {
+		ev.StatusCode = http.StatusSwitchingProtocols
+	}
 	if be := x.blocked.Load(); be != nil && !x.isBlocked {
 		// Found while the body streamed, after the response began.
 		ev.Blocked, ev.Reason = true, be.Error()

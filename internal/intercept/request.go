@@ -39,6 +39,7 @@ type exchange struct {
 	length    int64               // upstream Content-Length; -1 for unknown
 	hooked    *policy.Request     // the request as the hooks left it, for response hooks
 
+	switched  bool // the upstream switched protocols (101)
 	reqBytes  atomic.Int64
 	blocked   blockSlot // a block found while the body streamed
 	isBlocked bool

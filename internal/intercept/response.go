@@ -27,7 +27,9 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 		scrub.Header(res.Header)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// The body is the upgraded connection, spliced as it is.
+		// The body is the upgraded connection, spliced as it is; the
+		// proxy writes the 101 on the hijacked connection.
+		x.switched = true
 		return i.upgradeHooks(res, x)
 	}
 
@@ -70,8 +72,14 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 				b = []byte{}
 			}
 			body = bytes.NewReader(b)
-			res.ContentLength = int64(len(b))
-			res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+			if len(res.Trailer) == 0 {
+				res.ContentLength = int64(len(b))
+				res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+			} else {
+				// Trailers need a body without a declared length.
+				res.ContentLength = -1
+				res.Header.Del("Content-Length")
+			}
 		}
 	}
 	if hasBody {
