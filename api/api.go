@@ -46,6 +46,15 @@ const (
 	// request's id.
 	MethodAttach = "attach"
 
+	// The policy methods read and change the host lists of a running
+	// sandbox's network policy. Each answers with a PolicyResult: the
+	// lists in force after the change. On a sandbox created without
+	// "network" they fail with CodeUnsupported.
+	MethodPolicyGet    = "policy.get"    // SandboxParams
+	MethodPolicyAllow  = "policy.allow"  // PolicyHostParams
+	MethodPolicyDeny   = "policy.deny"   // PolicyHostParams
+	MethodPolicyRemove = "policy.remove" // PolicyHostParams
+
 	// Notifications sent by the server.
 	NotifyEvent      = "event"
 	NotifyExecOutput = "exec.output"
@@ -93,14 +102,14 @@ const (
 	CodeInternal       = -32603
 
 	CodeStartFailed     = -32000 // the sandbox could not be started
-	CodeNotFound        = -32001 // no such sandbox, exec or file
+	CodeNotFound        = -32001 // no such sandbox, exec or file, or (policy.remove) host pattern
 	CodeNotRunning      = -32002 // the sandbox has stopped (closed, timed out, crashed)
 	CodeLimitExceeded   = -32003 // message, output, file or request-count limit
 	CodePolicyDenied    = -32004 // refused by network or file policy
 	CodeCommandFailed   = -32005 // the command could not be started (not found, not executable)
 	CodeFileError       = -32006 // a file operation failed; Data.kind says how
 	CodeCancelled       = -32007 // the request was cancelled, or the session ended
-	CodeUnsupported     = -32008 // a feature this build or platform does not offer
+	CodeUnsupported     = -32008 // a feature this build, platform or sandbox does not offer (policy.* without a network)
 	CodePermissionError = -32009 // the caller may not do this (for example create on a control socket)
 )
 
@@ -127,8 +136,8 @@ type Resources struct {
 }
 
 // CreateParams configures a sandbox; the fields follow the embed API's
-// airlock.Config. Network and vfs are accepted only in the forms this
-// build supports; anything else is refused with CodeUnsupported.
+// airlock.Config. VFS is accepted only empty in this build; anything else
+// is refused with CodeUnsupported.
 type CreateParams struct {
 	Image          string            `json:"image,omitempty"`
 	RootFS         string            `json:"rootfs,omitempty"`
@@ -142,8 +151,20 @@ type CreateParams struct {
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
 	Hostname       string            `json:"hostname,omitempty"`
 	AllowPtrace    bool              `json:"allow_ptrace,omitempty"`
-	Network        json.RawMessage   `json:"network,omitempty"`
-	VFS            json.RawMessage   `json:"vfs,omitempty"`
+	// Network is the sandbox's egress policy, the JSON of policy.Config
+	// (json.Marshal of one will do): allowed_hosts, denied_hosts,
+	// block_private_ips, allowed_cidrs, egress, secrets,
+	// scrub_responses, policy_script, dns_servers, extra_root_cas.
+	// Absent or null: no network interface at all. {}: a network on
+	// which nothing is allowed until policy.allow adds hosts. It is
+	// decoded strictly: an unknown field or a secret given twice is
+	// refused with CodeInvalidParams, as is an invalid policy (the
+	// message names the field). Secret values never appear in responses,
+	// events, logs or the state directory; commands see placeholders
+	// (CreateResult.Env). Env may set a secret's variable only to
+	// "${NAME}", which stands for the placeholder.
+	Network json.RawMessage `json:"network,omitempty"`
+	VFS     json.RawMessage `json:"vfs,omitempty"`
 }
 
 // CreateResult describes the new sandbox.
@@ -160,6 +181,23 @@ type CreateResult struct {
 // SandboxParams names the sandbox a request is for.
 type SandboxParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
+}
+
+// PolicyHostParams names a host pattern for policy.allow, policy.deny
+// and policy.remove: "api.example.com", "*.example.com" (any subdomain)
+// or "*" (any public host). An invalid pattern is refused with
+// CodeInvalidParams; policy.remove of a pattern in neither list with
+// CodeNotFound.
+type PolicyHostParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Host      string `json:"host"`
+}
+
+// PolicyResult lists the host patterns in force, normalised (lower
+// case, no trailing dot). A denied pattern wins over every allowed one.
+type PolicyResult struct {
+	AllowedHosts []string `json:"allowed_hosts"`
+	DeniedHosts  []string `json:"denied_hosts"`
 }
 
 // ExecParams runs a command: Command through /bin/sh -c, or Argv as is.
