@@ -29,6 +29,19 @@
 //	}
 //	res, err = p.Wait()
 //
+// A sandbox gets a network from CreateParams.Network, the JSON of a
+// policy.Config (absent: no network at all). Commands see each secret as
+// a placeholder (Sandbox.Env), and the allowed hosts change while it runs:
+//
+//	sb, err := c.Create(ctx, api.CreateParams{Network: json.RawMessage(`{
+//		"allowed_hosts": ["api.example.com"],
+//		"secrets": {"API_KEY": {"value": "...", "hosts": ["api.example.com"]}}}`)})
+//	err = sb.AllowHost(ctx, "*.github.com")
+//	allowed, denied, err := sb.Hosts(ctx)
+//
+// Network events (EventNetwork) report each HTTP request, DNS question
+// and connection, blocked or not.
+//
 // One goroutine reads the server's messages and routes each response to
 // its request by id, so any number of calls may be in flight from any
 // number of goroutines. That reader never waits for the caller: a

@@ -26,7 +26,8 @@ var (
 	// ErrStartFailed matches api.CodeStartFailed: the sandbox could not be
 	// started.
 	ErrStartFailed = errors.New("sandbox could not be started")
-	// ErrNotFound matches api.CodeNotFound: no such sandbox or exec.
+	// ErrNotFound matches api.CodeNotFound: no such sandbox or exec (or,
+	// for RemoveHost, a pattern in neither host list).
 	ErrNotFound = errors.New("not found")
 	// ErrNotRunning matches api.CodeNotRunning: the sandbox has stopped
 	// (closed, timed out or crashed).
@@ -44,8 +45,9 @@ var (
 	// the session ended.
 	ErrCancelled = errors.New("request cancelled")
 	// ErrUnsupported matches api.CodeUnsupported: a feature this build or
-	// platform of the server does not offer. Such errors also match
-	// errors.ErrUnsupported.
+	// platform of the server does not offer, or the sandbox lacks (the
+	// policy methods of a sandbox created without a network). Such errors
+	// also match errors.ErrUnsupported.
 	ErrUnsupported = errors.New("unsupported by this server")
 	// ErrPermissionDenied matches api.CodePermissionError: the caller may
 	// not do this (for example create on a control socket).

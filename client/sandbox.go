@@ -35,8 +35,9 @@ func (s *Sandbox) Isolation() string {
 	return s.created.Isolation
 }
 
-// Env returns, for a sandbox made by Create, the environment commands get
-// (secret values replaced by placeholders).
+// Env returns, for a sandbox made by Create, the environment commands get:
+// CreateParams.Env and, for each secret of its network policy, the
+// secret's placeholder (never its value).
 func (s *Sandbox) Env() map[string]string {
 	if s.created == nil {
 		return nil
@@ -233,6 +234,40 @@ func (s *Sandbox) Remove(ctx context.Context, path string, recursive bool) error
 // for it fail with ErrNotRunning or ErrNotFound.
 func (s *Sandbox) Close(ctx context.Context) error {
 	return s.c.call(ctx, api.MethodClose, api.SandboxParams{SandboxID: s.id}, nil)
+}
+
+// Hosts returns the allowed and denied host patterns of the sandbox's
+// network policy now in force. A sandbox created without a network has
+// none: the error matches ErrUnsupported.
+func (s *Sandbox) Hosts(ctx context.Context) (allowed, denied []string, err error) {
+	var r api.PolicyResult
+	if err := s.c.call(ctx, api.MethodPolicyGet, api.SandboxParams{SandboxID: s.id}, &r); err != nil {
+		return nil, nil, err
+	}
+	return r.AllowedHosts, r.DeniedHosts, nil
+}
+
+// AllowHost adds a pattern ("api.example.com", "*.example.com" or "*") to
+// the allowed hosts of the running sandbox, and removes it from the denied
+// hosts if it is there exactly; a broader denied pattern still wins. An
+// invalid pattern is an error matching ErrInvalidParams; a sandbox created
+// without a network, ErrUnsupported.
+func (s *Sandbox) AllowHost(ctx context.Context, pattern string) error {
+	return s.c.call(ctx, api.MethodPolicyAllow, api.PolicyHostParams{SandboxID: s.id, Host: pattern}, nil)
+}
+
+// DenyHost adds a pattern to the denied hosts, which win over every allowed
+// pattern and egress rule, and removes it from the allowed hosts if it is
+// there exactly. Errors as for AllowHost.
+func (s *Sandbox) DenyHost(ctx context.Context, pattern string) error {
+	return s.c.call(ctx, api.MethodPolicyDeny, api.PolicyHostParams{SandboxID: s.id, Host: pattern}, nil)
+}
+
+// RemoveHost removes a pattern from the allowed and denied hosts. A
+// pattern in neither is an error matching ErrNotFound; others as for
+// AllowHost.
+func (s *Sandbox) RemoveHost(ctx context.Context, pattern string) error {
+	return s.c.call(ctx, api.MethodPolicyRemove, api.PolicyHostParams{SandboxID: s.id, Host: pattern}, nil)
 }
 
 // unixMode converts the permission and special bits of an fs.FileMode to
