@@ -53,6 +53,7 @@ func methodNames() []string {
 		api.MethodResize, api.MethodCancel, api.MethodWriteFile, api.MethodReadFile, api.MethodListFiles,
 		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
+		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove,
 	}
 }
 
@@ -97,6 +98,16 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).info, control: true}, true
 	case api.MethodAttach:
 		return methodSpec{fn: (*session).attach}, true
+	// Policy changes are quick, and may be what the running execs wait
+	// for.
+	case api.MethodPolicyGet:
+		return methodSpec{fn: (*session).policyGet, control: true}, true
+	case api.MethodPolicyAllow:
+		return methodSpec{fn: (*session).policyAllow, control: true}, true
+	case api.MethodPolicyDeny:
+		return methodSpec{fn: (*session).policyDeny, control: true}, true
+	case api.MethodPolicyRemove:
+		return methodSpec{fn: (*session).policyRemove, control: true}, true
 	}
 	return methodSpec{}, false
 }

@@ -151,5 +151,8 @@ func toAPIEvent(e airlock.Event) api.Event {
 	if e.Lifecycle != nil {
 		ev.Lifecycle = raw(e.Lifecycle)
 	}
+	if e.Network != nil {
+		ev.Network = raw(e.Network)
+	}
 	return ev
 }

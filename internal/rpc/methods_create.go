@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 // create starts a sandbox owned by the session.
@@ -23,8 +25,13 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if e := decodeParams(api.MethodCreate, j.req.params, &p); e != nil {
 		return nil, e
 	}
-	if e := checkNetwork(p.Network); e != nil {
-		return nil, e
+	network, ae := decodeNetwork(p.Network)
+	if ae != nil {
+		return nil, ae
+	}
+	env := maps.Clone(p.Env)
+	if ae := secretsInEnv(network, env); ae != nil {
+		return nil, ae
 	}
 	if e := checkVFS(p.VFS); e != nil {
 		return nil, e
@@ -37,7 +44,7 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		RootFS:         p.RootFS,
 		Isolation:      airlock.Isolation(p.Isolation),
 		Resources:      airlock.Resources{CPUs: p.Resources.CPUs, MemoryMB: p.Resources.MemoryMB, TimeoutSeconds: p.Resources.TimeoutSeconds},
-		Env:            maps.Clone(p.Env),
+		Env:            env,
 		PidsLimit:      p.PidsLimit,
 		NofileLimit:    p.NofileLimit,
 		DiskMB:         p.DiskMB,
@@ -45,6 +52,7 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		MaxOutputBytes: p.MaxOutputBytes,
 		Hostname:       p.Hostname,
 		AllowPtrace:    p.AllowPtrace,
+		Network:        network,
 		Logger:         ss.log,
 		OnEvent:        ss.events.publish,
 	}
@@ -57,6 +65,13 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if err != nil {
 		if ae := commonError(ctx, nil, err); ae != nil {
 			return nil, ae
+		}
+		var ce *policy.ConfigError
+		if errors.As(err, &ce) {
+			// Found only once the policy is built: an extra root CA
+			// that cannot be read, a policy script that fails. The
+			// problems alone: the embed API names the policy too.
+			return nil, invalidParams("create params: %v", ce)
 		}
 		// The embed API's errors already say what to do; add advice only
 		// where they do not.
@@ -84,35 +99,69 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		return nil, commonError(ctx, nil, context.Canceled)
 	}
 	ss.log.Info("sandbox created", "sandbox", sb.ID(), "ms", time.Since(start).Milliseconds())
-	env := p.Env
-	if env == nil {
-		env = map[string]string{}
-	}
-	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: env, Notes: sb.Notes()}, nil
+	// The environment commands get: secrets as placeholders, never
+	// their values.
+	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes()}, nil
 }
 
-// egressUnsupported says what this build offers instead of egress.
-const egressUnsupported = "host-owned egress (allowed_hosts, secrets, policy_script) is not in this build yet: sandboxes have no network, which is the default; leave out network (or give it with no allowed_hosts, secrets or policy_script)"
-
-// checkNetwork accepts the network configs that mean "no egress".
-func checkNetwork(raw json.RawMessage) *api.Error {
-	fields, ok := configObject(raw)
-	if !ok {
-		return rpcError(api.CodeUnsupported, "network must be an object: %s", egressUnsupported)
+// article puts "a" or "an" before a JSON kind ("number", "object").
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
 	}
-	for k, v := range fields {
-		switch k {
-		case "block_private_ips":
-			var b bool
-			if json.Unmarshal(v, &b) != nil {
-				return invalidParams(`create params: "network.block_private_ips" must be true or false`)
-			}
-		case "allowed_hosts", "secrets", "policy_script":
-			if !emptyJSON(v) {
-				return rpcError(api.CodeUnsupported, "network.%s: %s", k, egressUnsupported)
-			}
+	return "a " + kind
+}
+
+// networkFields lists what the network object takes, for error messages.
+const networkFields = "allowed_hosts, denied_hosts, block_private_ips, allowed_cidrs, egress, secrets, scrub_responses, policy_script, dns_servers, extra_root_cas"
+
+// decodeNetwork decodes the network policy of create strictly: nil for
+// absent or null (no network at all). No message quotes a secret's
+// value.
+func decodeNetwork(raw json.RawMessage) (*policy.Config, *api.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, invalidParams(`create params: "network" must be an object (the network policy: %s; {} allows nothing) or null for no network`, networkFields)
+	}
+	cfg, err := policy.DecodeConfig(raw)
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		var ce *policy.ConfigError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			// Only the kind of te.Value: for a number it holds the
+			// number, which may be a secret's value.
+			kind, _, _ := strings.Cut(te.Value, " ")
+			return nil, invalidParams("create params: %q has %s where %s is wanted", "network."+te.Field, article(kind), jsonKind(te.Type))
+		case errors.As(err, &ce):
+			return nil, invalidParams("create params: %v", err)
+		case strings.Contains(err.Error(), "unknown field"):
+			return nil, invalidParams("create params: %v: the network object takes %s", err, networkFields)
+		}
+		return nil, invalidParams("create params: %v", err)
+	}
+	return &cfg, nil
+}
+
+// secretsInEnv checks env against the secrets of cfg: a secret's variable
+// holds its placeholder, so env may not set it, except to "${NAME}" (a
+// reference to the secret, as the protocol's examples write it), which
+// is dropped from env for the placeholder to take its place.
+func secretsInEnv(cfg *policy.Config, env map[string]string) *api.Error {
+	if cfg == nil {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
+		v, ok := env[name]
+		switch {
+		case !ok:
+		case v == "${"+name+"}":
+			delete(env, name)
 		default:
-			return rpcError(api.CodeUnsupported, "network.%s is not known to this build: %s", quote(k), egressUnsupported)
+			return invalidParams("create params: env.%s: %s is also a secret (network.secrets.%s): commands get the secret's placeholder in that variable; leave it out of env, or set it to \"${%s}\"", name, name, name, name)
 		}
 	}
 	return nil
