@@ -60,7 +60,7 @@ func newRootCmd() *cobra.Command {
 		return rpcCmd.RunE(rpcCmd, nil)
 	}
 	root.AddCommand(newRunCmd(), newExecCmd(), newAttachCmd(), newCpCmd(), newLogsCmd(),
-		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(),
+		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(), newPolicyCmd(),
 		rpcCmd, newSuperviseCmd(), newVersionCmd(), newDoctorCmd())
 	return root
 }

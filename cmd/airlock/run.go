@@ -38,6 +38,7 @@ type runFlags struct {
 	allowPtrace bool
 	quiet       bool
 	detach      bool
+	net         networkFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -50,13 +51,22 @@ func newRunCmd() *cobra.Command {
 Output streams live, stdin is passed through when it is a pipe or file (or
 with -i), and airlock exits with the command's exit code: 128+N when a
 signal N killed it, 124 when it hit --timeout, 125 when airlock itself
-failed, 126/127 when the command could not be run or was not found.`,
+failed, 126/127 when the command could not be run or was not found.
+
+The sandbox has no network unless a network flag gives it one: then its
+only way out is the host's gateway, which answers DNS and lets HTTP and
+TLS through to the allowed hosts (--allow-host), other traffic only by
+--egress rules, and puts secrets (--secret) into requests to their hosts
+while commands see placeholders. airlock policy changes the allowed hosts
+of a detached sandbox while it runs.`,
 		Example: `  airlock run -- python3 -c 'print(1)'
   airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
   airlock run -it -- bash
   echo data | airlock run -- wc -c
   airlock run --json -- ls /
-  airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD`,
+  airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD
+  airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
+  airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && !f.detach {
 				return errors.New("give the command to run after --, or --detach for a sandbox that waits for airlock exec")
@@ -85,6 +95,7 @@ failed, 126/127 when the command could not be run or was not found.`,
 	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
+	f.net.register(cmd)
 	return cmd
 }
 
@@ -130,6 +141,9 @@ func (f *runFlags) config() (airlock.Config, error) {
 			}
 		}
 		c.Env[k] = v
+	}
+	if c.Network, err = f.net.config(c.Env); err != nil {
+		return c, err
 	}
 	return c, nil
 }
