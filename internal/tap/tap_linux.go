@@ -46,21 +46,33 @@ func Create(pid int, c Config) (*os.File, error) {
 		return nil, fmt.Errorf("tap: open the sandbox's network namespace: %w", err)
 	}
 	defer ns.Close()
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("tap: open this thread's network namespace: %w", err)
+	}
+	defer self.Close()
 	type result struct {
 		f   *os.File
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// The thread enters the sandbox's namespace and is never
-		// unlocked: it ends with this goroutine, so nothing else ever
-		// runs in that namespace.
 		runtime.LockOSThread()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("tap: enter the sandbox's network namespace: %w", err)}
 			return
 		}
 		f, err := create(c)
+		// Back to the host's namespace, and the thread goes back to the
+		// scheduler. It must not end: a child started from it with a
+		// parent-death signal (a sandbox's agent) would get that signal.
+		// Only if the way back fails does the thread stay locked, and end
+		// with this goroutine, so that nothing else runs in the sandbox's
+		// namespace.
+		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 		ch <- result{f, err}
 	}()
 	r := <-ch
