@@ -26,6 +26,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/netstack"
 )
 
 // backend is what an isolation boundary provides once its agent is running.
@@ -44,6 +45,7 @@ type Sandbox struct {
 	id      string
 	cfg     Config
 	b       backend
+	net     *network
 	sess    *yamux.Session
 	spare   *spareStream
 	notes   []string
@@ -87,14 +89,33 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	c := cfg.withDefaults()
 	start := time.Now()
+	if c.Network != nil {
+		if err := checkNetworkSupport(c.Isolation); err != nil {
+			return nil, err
+		}
+	}
+	nw, err := newNetwork(&c)
+	if err != nil {
+		return nil, err
+	}
 	boot := bootConfig(id, &c)
+	if nw != nil {
+		nw.configureBoot(boot, (&netstack.Config{}).SandboxSide())
+	}
 	b, err := startBoundary(ctx, id, &c, boot)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{id: id, cfg: c, b: b, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
+	s := &Sandbox{id: id, cfg: c, b: b, net: nw, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
+	if nw != nil {
+		if err := nw.start(b.PID(), s.log, s.emitNetwork); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("start sandbox: %w", err)
+		}
+	}
 	if err := s.handshake(ctx, boot); err != nil {
 		b.Close()
+		nw.close()
 		return nil, err
 	}
 	s.notes = append(s.notes, b.Notes()...)
@@ -215,7 +236,7 @@ func (s *Sandbox) Close() error {
 		if s.sess != nil {
 			s.sess.Close()
 		}
-		s.closeErr = s.b.Close()
+		s.closeErr = errors.Join(s.b.Close(), s.net.close())
 		close(s.closed)
 		s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "stopped"}})
 	})

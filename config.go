@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 // Isolation names a boundary.
@@ -63,6 +65,21 @@ type Config struct {
 	Hostname string `json:"hostname,omitempty"`
 	// AllowPtrace lets commands ptrace each other (debuggers, strace).
 	AllowPtrace bool `json:"allow_ptrace,omitempty"`
+	// Network is the sandbox's egress policy (see package policy). nil:
+	// the sandbox has no network interface at all, only loopback. A
+	// policy with no allowed_hosts gives the sandbox a network on which
+	// nothing is allowed, and hosts can then be added while it runs
+	// (Sandbox.AllowHost).
+	Network *policy.Config `json:"network,omitempty"`
+	// OnRequest and OnResponse are Go hooks on every HTTP request that
+	// leaves the sandbox and its response, after the policy script's
+	// hooks, before secrets are substituted (they see placeholders).
+	// They need Network.
+	OnRequest  policy.OnRequest  `json:"-"`
+	OnResponse policy.OnResponse `json:"-"`
+	// HookTimeout bounds each call of OnRequest or OnResponse; a hook
+	// that takes longer blocks the request. 0 means 10 s.
+	HookTimeout time.Duration `json:"-"`
 
 	// AgentPath is the airlock-guest binary. Default: $AIRLOCK_AGENT, then
 	// airlock-guest next to the running executable, then on PATH.
@@ -129,6 +146,17 @@ func (c *Config) Validate() error {
 	for k := range c.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("environment variable name %q is invalid", k)
+		}
+	}
+	if (c.OnRequest != nil || c.OnResponse != nil) && c.Network == nil {
+		return fmt.Errorf("OnRequest and OnResponse hooks need a network: set Network")
+	}
+	if c.HookTimeout < 0 {
+		return fmt.Errorf("hook timeout must not be negative")
+	}
+	if c.Network != nil {
+		if err := c.Network.Validate(); err != nil {
+			return fmt.Errorf("network: %w", err)
 		}
 	}
 	if c.Hostname != "" && (len(c.Hostname) > 63 || strings.ContainsAny(c.Hostname, " /\x00")) {

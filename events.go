@@ -23,6 +23,7 @@ type Event struct {
 	Lifecycle *LifecycleEvent `json:"lifecycle,omitempty"`
 	Exec      *ExecEvent      `json:"exec,omitempty"`
 	File      *FileEvent      `json:"file,omitempty"`
+	Network   *NetworkEvent   `json:"network,omitempty"`
 }
 
 // The details of events are the wire types of package api: the embed
@@ -31,6 +32,7 @@ type (
 	LifecycleEvent = api.LifecycleEvent
 	ExecEvent      = api.ExecEvent
 	FileEvent      = api.FileEvent
+	NetworkEvent   = api.NetworkEvent
 )
 
 func (s *Sandbox) emit(e Event) {
@@ -40,4 +42,8 @@ func (s *Sandbox) emit(e Event) {
 	e.Timestamp = time.Now().Unix()
 	e.SandboxID = s.id
 	s.cfg.OnEvent(e)
+}
+
+func (s *Sandbox) emitNetwork(e api.NetworkEvent) {
+	s.emit(Event{Type: EventNetwork, Network: &e})
 }

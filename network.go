@@ -1,0 +1,202 @@
+package airlock
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/intercept"
+	"github.com/airlock-sandbox/airlock/internal/netstack"
+	"github.com/airlock-sandbox/airlock/policy"
+)
+
+// ErrNoNetwork is returned by the policy methods of a sandbox created
+// without Config.Network.
+var ErrNoNetwork = errors.New("this sandbox has no network: it was created without a network policy; create it with one (network with an empty allowed_hosts list allows nothing, and hosts can then be added while it runs)")
+
+// Paths of the interception CA inside the sandbox, and the variables that
+// point common clients at it.
+const (
+	sandboxCAFile     = "/etc/airlock/ca.pem"
+	sandboxBundleFile = "/etc/airlock/ca-bundle.crt"
+	hostBundleFile    = "/etc/ssl/certs/ca-certificates.crt"
+)
+
+// caEnv are the variables that make TLS clients in the sandbox trust the
+// interception CA, for those that do not read the system store.
+func caEnv() map[string]string {
+	return map[string]string{
+		"SSL_CERT_FILE":       sandboxBundleFile,
+		"REQUESTS_CA_BUNDLE":  sandboxBundleFile,
+		"CURL_CA_BUNDLE":      sandboxBundleFile,
+		"GIT_SSL_CAINFO":      sandboxBundleFile,
+		"NODE_EXTRA_CA_CERTS": sandboxCAFile,
+	}
+}
+
+// network is the egress of a sandbox with a network policy.
+type network struct {
+	policy *policy.Policy
+	ca     *intercept.CA
+	// running parts, set once the boundary is up (see startNetwork).
+	stack  *netstack.Stack
+	icpt   *intercept.Interceptor
+	link   *os.File
+	closed bool
+}
+
+// newNetwork checks the network part of c and prepares its policy and
+// CA, before anything is started.
+func newNetwork(c *Config) (*network, error) {
+	if c.Network == nil {
+		return nil, nil
+	}
+	p, err := policy.New(*c.Network, policy.Options{
+		HostAddrs:   hostAddrs(),
+		OnRequest:   c.OnRequest,
+		OnResponse:  c.OnResponse,
+		HookTimeout: c.HookTimeout,
+		ScriptPrint: func(msg string) { c.Logger.Info("policy script", "print", msg) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("network policy: %w", err)
+	}
+	for name := range p.Env() {
+		if _, ok := c.Env[name]; ok {
+			return nil, fmt.Errorf("network policy: secret %s is also set in env: the sandbox gets the secret's placeholder in that variable; remove it from env", name)
+		}
+	}
+	home, err := Home()
+	if err != nil {
+		return nil, err
+	}
+	ca, err := intercept.LoadOrCreateCA(filepath.Join(home, "ca"))
+	if err != nil {
+		return nil, fmt.Errorf("load the TLS interception CA: %w", err)
+	}
+	return &network{policy: p, ca: ca}, nil
+}
+
+// configureBoot gives the sandbox its name server, the CA in its trust
+// store, the variables that point clients at it, and the secrets'
+// placeholders.
+func (n *network) configureBoot(b *agentproto.Boot, side netstack.SandboxSide) {
+	var rc strings.Builder
+	rc.WriteString("# airlock: the gateway answers DNS for the names that policy allows\n")
+	for _, a := range side.DNS {
+		fmt.Fprintf(&rc, "nameserver %s\n", a)
+	}
+	b.Root.Etc["resolv.conf"] = []byte(rc.String())
+	caPEM := n.ca.CertPEM()
+	bundle := caPEM
+	if host, err := os.ReadFile(hostBundleFile); err == nil {
+		bundle = slices.Concat(host, []byte("\n"), caPEM)
+	}
+	b.Root.Etc["airlock/ca.pem"] = caPEM
+	b.Root.Etc["airlock/ca-bundle.crt"] = bundle
+	if b.Root.EtcBinds == nil {
+		b.Root.EtcBinds = map[string]string{}
+	}
+	b.Root.EtcBinds["ssl/certs/ca-certificates.crt"] = "airlock/ca-bundle.crt"
+	extra := caEnv()
+	maps.Copy(extra, n.policy.Env())
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		b.Env = setEnv(b.Env, k, extra[k])
+	}
+}
+
+// setEnv sets k=v in env, replacing an earlier value.
+func setEnv(env []string, k, v string) []string {
+	prefix := k + "="
+	for i, e := range env {
+		if strings.HasPrefix(e, prefix) {
+			env[i] = prefix + v
+			return env
+		}
+	}
+	return append(env, prefix+v)
+}
+
+// hostAddrs lists this machine's own addresses, which the sandbox may
+// never reach.
+func hostAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
+// Env returns the environment that every command gets from the sandbox
+// (Config.Env, and a placeholder for each secret, never its value),
+// without the variables airlock sets for itself.
+func (s *Sandbox) Env() map[string]string {
+	env := maps.Clone(s.cfg.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if s.net != nil {
+		maps.Copy(env, s.net.policy.Env())
+	}
+	return env
+}
+
+// AllowHost adds a pattern to the allowed hosts of a running sandbox.
+func (s *Sandbox) AllowHost(pattern string) error {
+	if s.net == nil {
+		return ErrNoNetwork
+	}
+	return s.net.policy.AllowHost(pattern)
+}
+
+// DenyHost adds a pattern to the denied hosts of a running sandbox: no
+// new request, connection or DNS answer may match it.
+func (s *Sandbox) DenyHost(pattern string) error {
+	if s.net == nil {
+		return ErrNoNetwork
+	}
+	return s.net.policy.DenyHost(pattern)
+}
+
+// RemoveHost removes a pattern from the allowed and denied hosts.
+func (s *Sandbox) RemoveHost(pattern string) error {
+	if s.net == nil {
+		return ErrNoNetwork
+	}
+	return s.net.policy.RemoveHost(pattern)
+}
+
+// Hosts returns the allowed and denied host patterns now in force.
+func (s *Sandbox) Hosts() (allowed, denied []string, err error) {
+	if s.net == nil {
+		return nil, nil, ErrNoNetwork
+	}
+	allowed, denied = s.net.policy.Hosts()
+	return allowed, denied, nil
+}
+
+// HasNetwork reports whether the sandbox was created with a network.
+func (s *Sandbox) HasNetwork() bool { return s.net != nil }
+
+// CACertPEM returns the certificate of the CA that signs the certificates
+// the sandbox sees for intercepted TLS, or nil without a network.
+func (s *Sandbox) CACertPEM() []byte {
+	if s.net == nil {
+		return nil
+	}
+	return bytes.Clone(s.net.ca.CertPEM())
+}
