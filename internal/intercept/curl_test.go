@@ -65,7 +65,7 @@ func TestCurl(t *testing.T) {
 			if s.Header.Get("Authorization") != "Bearer "+secretValue || s.Query != secretValue || s.Method != "GET" {
 				t.Errorf("upstream saw %+v", s)
 			}
-			if ev := h.event(); ev.StatusCode != 200 || ev.Blocked || !strings.Contains(ev.URL, ph) {
+			if ev := h.eventFor("/get?key=" + ph); ev.StatusCode != 200 || ev.Blocked {
 				t.Errorf("event %+v", ev)
 			}
 
@@ -74,13 +74,13 @@ func TestCurl(t *testing.T) {
 			if s.Body != `{"token":"`+secretValue+`"}` || s.Pass != secretValue || s.Method != "POST" {
 				t.Errorf("upstream saw %+v", s)
 			}
-			h.event()
+			h.eventFor("/post")
 
 			header, body, _ := h.curl(tc.flag, "-H", "Authorization: Bearer "+ph, h.hostURL(otherHost, "/leak"))
 			if !strings.Contains(header, " 403") || !strings.Contains(strings.ToLower(header), "x-airlock-blocked: secret_leak") || !strings.HasPrefix(body, "airlock: blocked: secret_leak") {
 				t.Errorf("a leak answered\n%s\n\n%s", header, body)
 			}
-			ev := h.event()
+			ev := h.eventFor("/leak")
 			if !ev.Blocked || policy.ReasonCode(ev.Reason) != policy.ReasonSecretLeak || ev.StatusCode != http.StatusForbidden {
 				t.Errorf("event %+v", ev)
 			}

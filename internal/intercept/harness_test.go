@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,7 @@ type harness struct {
 	dst      netip.AddrPort
 	names    []string
 	events   chan api.NetworkEvent
+	pending  []api.NetworkEvent // received by eventFor, not yet asked for
 	dials    atomic.Int32
 	dialDst  chan netip.AddrPort
 
@@ -271,6 +273,11 @@ func (h *harness) client(h2 bool) *http.Client {
 // event waits for the next event.
 func (h *harness) event() api.NetworkEvent {
 	h.t.Helper()
+	if len(h.pending) > 0 {
+		ev := h.pending[0]
+		h.pending = h.pending[1:]
+		return ev
+	}
 	select {
 	case ev := <-h.events:
 		return ev
@@ -280,10 +287,38 @@ func (h *harness) event() api.NetworkEvent {
 	}
 }
 
+// eventFor waits for the event of the request whose URL ends with
+// suffix. Requests on different connections may end in any order; the
+// events of others wait for later calls.
+func (h *harness) eventFor(suffix string) api.NetworkEvent {
+	h.t.Helper()
+	for i, ev := range h.pending {
+		if strings.HasSuffix(ev.URL, suffix) {
+			h.pending = append(h.pending[:i:i], h.pending[i+1:]...)
+			return ev
+		}
+	}
+	for {
+		select {
+		case ev := <-h.events:
+			if strings.HasSuffix(ev.URL, suffix) {
+				return ev
+			}
+			h.pending = append(h.pending, ev)
+		case <-time.After(waitLimit):
+			h.t.Fatalf("no event for a URL ending with %q", suffix)
+			return api.NetworkEvent{}
+		}
+	}
+}
+
 // noMoreEvents closes the harness and checks that no event is left.
 func (h *harness) noMoreEvents() {
 	h.t.Helper()
 	h.close()
+	for _, ev := range h.pending {
+		h.t.Errorf("unexpected event %+v", ev)
+	}
 	select {
 	case ev := <-h.events:
 		h.t.Errorf("unexpected event %+v", ev)

@@ -111,10 +111,10 @@ func TestSecretsPlainHTTP(t *testing.T) {
 	if s := decodeSeen(t, body); resp.StatusCode != 200 || s.Header.Get("X-Key") != secretValue {
 		t.Errorf("%s: upstream X-Key %q", resp.Status, s.Header.Get("X-Key"))
 	}
+	h.event()
 	req = newRequest(t, "GET", h.hostURL(otherHost, "/"), nil)
 	req.Header.Set("X-Key", ph)
 	resp, body = do(t, h.client(false), req)
-	h.event()
 	h.checkBlocked(resp, body, http.StatusForbidden, policy.ReasonSecretLeak)
 }
 
