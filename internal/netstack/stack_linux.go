@@ -288,10 +288,10 @@ func (st *Stack) isGateway(ip netip.Addr) bool {
 // may pass, and if not, why.
 func (st *Stack) decide(proto string, dst netip.Addr, port uint16) (names []string, ok bool, reason string) {
 	if !dst.IsValid() {
-		return nil, false, "invalid destination"
+		return nil, false, policy.ReasonBlockedIP + ": invalid destination"
 	}
 	if st.isGateway(dst) {
-		return nil, false, fmt.Sprintf("gateway: only DNS (port 53) is served at %s", st.cfg.GatewayV4)
+		return nil, false, fmt.Sprintf("%s: %s is the gateway, which serves only DNS (port 53 at %s)", policy.ReasonBlockedIP, dst, st.cfg.GatewayV4)
 	}
 	names = st.pins.Names(dst)
 	ok, reason = st.cfg.Policy.FlowAllowed(proto, names, dst, port)
