@@ -110,14 +110,7 @@ func Start(t testing.TB) *World {
 			t.Fatalf("testnet: another World has been running for 10 minutes (is Start called in a subtest of a test that has one?)")
 		}
 	}
-	w := &World{
-		DNS:     newDNS(),
-		DNSAddr: DNSAddr,
-		conns:   make(map[netip.AddrPort]int),
-		holds:   make(map[chan struct{}]bool),
-		closing: make(chan struct{}),
-		live:    make(map[net.Conn]bool),
-	}
+	w := newWorld()
 	t.Cleanup(func() {
 		w.stop()
 		<-worldSlot
@@ -126,6 +119,18 @@ func Start(t testing.TB) *World {
 		t.Fatalf("testnet: %v", err)
 	}
 	return w
+}
+
+// newWorld is a World that serves nothing yet.
+func newWorld() *World {
+	return &World{
+		DNS:     newDNS(),
+		DNSAddr: DNSAddr,
+		conns:   make(map[netip.AddrPort]int),
+		holds:   make(map[chan struct{}]bool),
+		closing: make(chan struct{}),
+		live:    make(map[net.Conn]bool),
+	}
 }
 
 func (w *World) start(dir string) error {
