@@ -94,23 +94,30 @@ func moduleRoot(ctx context.Context) string {
 
 // buildAgent builds ./cmd/airlock-guest statically into dir.
 func buildAgent(ctx context.Context, moduleDir, dir string) (string, time.Duration, error) {
-	return buildBinary(ctx, moduleDir, dir, "airlock-guest", "the agent", "-agent")
+	return buildBinary(ctx, moduleDir, dir, "./cmd/airlock-guest", "the agent", "-agent")
 }
 
 // buildCLI builds ./cmd/airlock, the command `airlock rpc` runs from,
 // statically into dir.
 func buildCLI(ctx context.Context, moduleDir, dir string) (string, time.Duration, error) {
-	return buildBinary(ctx, moduleDir, dir, "airlock", "the airlock command", "-airlock")
+	return buildBinary(ctx, moduleDir, dir, "./cmd/airlock", "the airlock command", "-airlock")
 }
 
-// buildBinary builds ./cmd/NAME with CGO_ENABLED=0 into dir/NAME. what
-// and flag name the binary and the flag that skips the build in errors.
-func buildBinary(ctx context.Context, moduleDir, dir, name, what, flag string) (string, time.Duration, error) {
+// buildHTTPClient builds ./bench/cmd/airlock-httpclient, the egress
+// section's client, statically into dir: the sandbox runs it too.
+func buildHTTPClient(ctx context.Context, moduleDir, dir string) (string, time.Duration, error) {
+	return buildBinary(ctx, moduleDir, dir, "./bench/cmd/airlock-httpclient", "the HTTP client", "-httpclient")
+}
+
+// buildBinary builds the package pkg (./cmd/NAME) with CGO_ENABLED=0
+// into dir/NAME. what and flag name the binary and the flag that skips
+// the build in errors.
+func buildBinary(ctx context.Context, moduleDir, dir, pkg, what, flag string) (string, time.Duration, error) {
 	if moduleDir == "" {
 		return "", 0, fmt.Errorf("cannot build %s: not inside the airlock module (run from the repository, or pass %s PATH)", what, flag)
 	}
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	start := time.Now()

@@ -30,7 +30,12 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == egressCmd {
+		os.Exit(egressMain())
+	}
+	os.Exit(run())
+}
 
 func run() int {
 	var (
@@ -47,6 +52,12 @@ func run() int {
 		refWarmup  = flag.Int("ref-warmup", 2, "untimed runs before each reference point and phase probe")
 		rpcRuns    = flag.Int("rpc-runs", 300, "commands run through each of airlock rpc and the embed API, alternated, for the RPC overhead")
 		rpcWarmup  = flag.Int("rpc-warmup", 10, "untimed commands through each of airlock rpc and the embed API before the RPC overhead")
+		clientPath = flag.String("httpclient", "", "the HTTP client binary at `PATH` that the egress section runs (default: build ./bench/cmd/airlock-httpclient with CGO_ENABLED=0 into a temp dir)")
+		egReqs     = flag.Int("egress-requests", 2000, "timed keep-alive requests of the egress section, per protocol and way")
+		egConns    = flag.Int("egress-conns", 200, "timed new HTTPS connections of the egress section, per way")
+		egNames    = flag.Int("egress-names", 16, "names never seen before that the egress section connects to, each once per way")
+		egBulk     = flag.Int("egress-bulk-mib", 256, "size in `MiB` of each download of the egress section")
+		egProfile  = flag.String("egress-cpuprofile", "", "write a CPU profile of the process that runs the sandbox's network during each run of the client in the sandbox into `DIR`")
 		skip       = flag.String("skip", "", "comma-separated sections to leave out: "+strings.Join(sections, ","))
 		timeout    = flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	)
@@ -89,6 +100,8 @@ func run() int {
 			IdleSandboxes: *idleN, IdleWaitMs: idleWait.Milliseconds(),
 			RefRuns: scaled(*refRuns), RefWarmup: *refWarmup,
 			RPCRuns: scaled(*rpcRuns), RPCWarmup: *rpcWarmup, Scale: *scale,
+			EgressRequests: scaled(*egReqs), EgressConns: scaled(*egConns), EgressNames: scaled(*egNames),
+			EgressBulkBytes: int64(scaled(*egBulk)) * mib,
 		},
 	}
 	logf := func(format string, a ...any) {
@@ -153,6 +166,13 @@ func run() int {
 			return 1
 		}
 	}
+	// So is the egress section's HTTP client.
+	if !skipped["egress"] {
+		if err := rep.findClient(ctx, *clientPath, mod, tmp, logf); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v (or leave the section out with -skip egress)\n", err)
+			return 1
+		}
+	}
 	cfg := airlock.Config{AgentPath: rep.Agent}
 	pr := rep.Params
 
@@ -189,6 +209,31 @@ func run() int {
 			fail("rpc", err)
 		}
 	}
+	if !skipped["egress"] && ctx.Err() == nil {
+		logf("egress: the same HTTP client directly and in a sandbox, against local servers in a network namespace: %d keep-alive requests per protocol, %d new connections, %d new names, %d MiB downloads", pr.EgressRequests, pr.EgressConns, pr.EgressNames, pr.EgressBulkBytes/mib)
+		eg := egressParams{
+			Agent: rep.Agent, Client: rep.HTTPClient,
+			Requests: pr.EgressRequests, Conns: pr.EgressConns, Names: pr.EgressNames, BulkBytes: pr.EgressBulkBytes,
+			CPUProfile: *egProfile,
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			eg.Timeout = time.Until(deadline)
+		}
+		var err error
+		if eg.CPUProfile != "" {
+			if eg.CPUProfile, err = filepath.Abs(eg.CPUProfile); err == nil {
+				err = os.MkdirAll(eg.CPUProfile, 0o755)
+			}
+		}
+		if err == nil {
+			rep.Egress, err = measureEgress(ctx, eg, logf)
+		}
+		if err != nil {
+			fail("egress", err)
+		} else if rep.Egress.Skipped != "" {
+			logf("egress skipped: %s", rep.Egress.Skipped)
+		}
+	}
 	if err := ctx.Err(); err != nil && !failed {
 		fail("benchmark", err)
 	}
@@ -214,7 +259,7 @@ func run() int {
 }
 
 // sections are the parts of the benchmark that -skip can leave out.
-var sections = []string{"refs", "phases", "tti", "exec", "memory", "rpc"}
+var sections = []string{"refs", "phases", "tti", "exec", "memory", "rpc", "egress"}
 
 // findCLI sets r.Airlock to the airlock binary the rpc section drives:
 // path when given, else one built from the module.
@@ -237,6 +282,30 @@ func (r *report) findCLI(ctx context.Context, path, mod, tmp string, logf func(s
 	}
 	r.Airlock, r.AirlockBuilt, r.AirlockBuildMs = p, true, ms(d)
 	logf("airlock built in %.1f s", d.Seconds())
+	return nil
+}
+
+// findClient sets r.HTTPClient to the egress section's HTTP client: path
+// when given, else one built from the module.
+func (r *report) findClient(ctx context.Context, path, mod, tmp string, logf func(string, ...any)) error {
+	if path != "" {
+		p, err := filepath.Abs(path)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return fmt.Errorf("-httpclient: %w", err)
+		}
+		r.HTTPClient = p
+		return nil
+	}
+	logf("building the HTTP client (CGO_ENABLED=0 go build ./bench/cmd/airlock-httpclient)")
+	p, d, err := buildHTTPClient(ctx, mod, tmp)
+	if err != nil {
+		return err
+	}
+	r.HTTPClient, r.HTTPClientBuilt = p, true
+	logf("HTTP client built in %.1f s", d.Seconds())
 	return nil
 }
 

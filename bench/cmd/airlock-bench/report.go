@@ -14,27 +14,35 @@ import (
 
 // params are the run counts actually used.
 type params struct {
-	TTIRuns       int     `json:"tti_runs"`
-	ExecRuns      int     `json:"exec_runs"`
-	ExecWarmup    int     `json:"exec_warmup"`
-	IdleSandboxes int     `json:"idle_sandboxes"`
-	IdleWaitMs    int64   `json:"idle_wait_ms"`
-	RefRuns       int     `json:"ref_runs"`
-	RefWarmup     int     `json:"ref_warmup"`
-	RPCRuns       int     `json:"rpc_runs"`
-	RPCWarmup     int     `json:"rpc_warmup"`
-	Scale         float64 `json:"scale"`
+	TTIRuns       int   `json:"tti_runs"`
+	ExecRuns      int   `json:"exec_runs"`
+	ExecWarmup    int   `json:"exec_warmup"`
+	IdleSandboxes int   `json:"idle_sandboxes"`
+	IdleWaitMs    int64 `json:"idle_wait_ms"`
+	RefRuns       int   `json:"ref_runs"`
+	RefWarmup     int   `json:"ref_warmup"`
+	RPCRuns       int   `json:"rpc_runs"`
+	RPCWarmup     int   `json:"rpc_warmup"`
+	// The egress section's: keep-alive requests per protocol and way,
+	// new connections per way, names never seen before, download size.
+	EgressRequests  int     `json:"egress_requests"`
+	EgressConns     int     `json:"egress_conns"`
+	EgressNames     int     `json:"egress_names"`
+	EgressBulkBytes int64   `json:"egress_bulk_bytes"`
+	Scale           float64 `json:"scale"`
 }
 
 // target is one goal with its verdict. Targets are reported, never
 // enforced through the exit code. A target passes when its value is at
-// most Limit, or, with HigherIsBetter, at least Limit.
+// most Limit, or, with HigherIsBetter, at least Limit, or, with Equal,
+// exactly Limit.
 type target struct {
 	Name           string  `json:"name"`
 	Metric         string  `json:"metric"`
 	Unit           string  `json:"unit"`
 	Limit          float64 `json:"limit"`
 	HigherIsBetter bool    `json:"higher_is_better,omitempty"`
+	Equal          bool    `json:"equal,omitempty"`
 	Value          float64 `json:"value"`
 	Measured       bool    `json:"measured"`
 	Pass           bool    `json:"pass"`
@@ -49,18 +57,22 @@ type report struct {
 	AgentBuilt   bool     `json:"agent_built"`
 	AgentBuildMs float64  `json:"agent_build_ms,omitempty"`
 	// Airlock is the airlock binary the rpc section drove.
-	Airlock        string      `json:"airlock,omitempty"`
-	AirlockBuilt   bool        `json:"airlock_built,omitempty"`
-	AirlockBuildMs float64     `json:"airlock_build_ms,omitempty"`
-	Params         params      `json:"params"`
-	Targets        []target    `json:"targets"`
-	TTI            *ttiResult  `json:"time_to_interactive,omitempty"`
-	Exec           *execResult `json:"exec,omitempty"`
-	Memory         *memResult  `json:"memory,omitempty"`
-	RPC            *rpcResult  `json:"rpc,omitempty"`
-	References     []refResult `json:"references,omitempty"`
-	Phases         []refResult `json:"phase_probes,omitempty"`
-	Errors         []string    `json:"errors,omitempty"`
+	Airlock        string  `json:"airlock,omitempty"`
+	AirlockBuilt   bool    `json:"airlock_built,omitempty"`
+	AirlockBuildMs float64 `json:"airlock_build_ms,omitempty"`
+	// HTTPClient is the client binary the egress section ran.
+	HTTPClient      string        `json:"httpclient,omitempty"`
+	HTTPClientBuilt bool          `json:"httpclient_built,omitempty"`
+	Params          params        `json:"params"`
+	Targets         []target      `json:"targets"`
+	TTI             *ttiResult    `json:"time_to_interactive,omitempty"`
+	Exec            *execResult   `json:"exec,omitempty"`
+	Memory          *memResult    `json:"memory,omitempty"`
+	RPC             *rpcResult    `json:"rpc,omitempty"`
+	Egress          *egressResult `json:"egress,omitempty"`
+	References      []refResult   `json:"references,omitempty"`
+	Phases          []refResult   `json:"phase_probes,omitempty"`
+	Errors          []string      `json:"errors,omitempty"`
 }
 
 const mib = 1 << 20
@@ -86,11 +98,36 @@ func (r *report) evaluate() {
 		wr.Value, wr.Measured = r.RPC.RPCWrite.MBps, r.RPC.RPCWrite.MBps > 0
 		rd.Value, rd.Measured = r.RPC.RPCRead.MBps, r.RPC.RPCRead.MBps > 0
 	}
+	egHTTPS := target{Name: "egress bulk https", Metric: "airlock ÷ direct, median", Unit: "%", Limit: 70, HigherIsBetter: true}
+	egHTTP := target{Name: "egress bulk http", Metric: "airlock ÷ direct, median", Unit: "%", Limit: 70, HigherIsBetter: true}
+	egKAS := target{Name: "egress keep-alive https", Metric: "added p50", Unit: "ms", Limit: 1}
+	egKA := target{Name: "egress keep-alive http", Metric: "added p50", Unit: "ms", Limit: 1}
+	egMint := target{Name: "egress leaf mints", Metric: "mints", Unit: "leaves", Equal: true}
+	if e := r.Egress; e != nil && e.Skipped == "" {
+		if b := e.BulkHTTPS; b != nil {
+			egHTTPS.Value, egHTTPS.Measured = b.Ratio, b.Ratio > 0
+		}
+		if b := e.BulkHTTP; b != nil {
+			egHTTP.Value, egHTTP.Measured = b.Ratio, b.Ratio > 0
+		}
+		if l := e.HTTPSKeepAlive; l != nil {
+			egKAS.Value, egKAS.Measured = l.AddedP50, l.Airlock.Latency.N > 0
+		}
+		if l := e.HTTPKeepAlive; l != nil {
+			egKA.Value, egKA.Measured = l.AddedP50, l.Airlock.Latency.N > 0
+		}
+		// The limit is the number of distinct names: one leaf each.
+		egMint.Limit = float64(e.Leaves.Names)
+		egMint.Value, egMint.Measured = float64(e.Leaves.Mints()), e.Leaves.MintsMeasured && e.Leaves.Names > 0
+	}
 	r.Targets = nil
-	for _, t := range []target{tti, rtt, mem, over, wr, rd} {
-		if t.HigherIsBetter {
+	for _, t := range []target{tti, rtt, mem, over, wr, rd, egHTTPS, egHTTP, egKAS, egKA, egMint} {
+		switch {
+		case t.Equal:
+			t.Pass = t.Measured && t.Value == t.Limit
+		case t.HigherIsBetter:
 			t.Pass = t.Measured && t.Value >= t.Limit
-		} else {
+		default:
 			t.Pass = t.Measured && t.Value <= t.Limit
 		}
 		r.Targets = append(r.Targets, t)
@@ -108,6 +145,17 @@ func fmtMs(v float64) string {
 	default:
 		return fmt.Sprintf("%.0f ms", v)
 	}
+}
+
+// fmtAdded is a difference of times, with its sign.
+func fmtAdded(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	if v < 0 {
+		return "−" + fmtMs(-v)
+	}
+	return "+" + fmtMs(v)
 }
 
 func fmtMiB(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/mib) }
@@ -181,6 +229,37 @@ func (r *report) writeTable(w io.Writer) {
 				val = fmtMBps(t.Value)
 			}
 			p("| `read_file` of the same %d MiB through `airlock rpc` (median of %d) | %s | | ≥ %g MB/s | %s |\n", rpcFileBytes/mib, rpcFileRounds, val, t.Limit, verdict(t))
+		case "egress bulk https", "egress bulk http":
+			scheme := strings.TrimPrefix(t.Name, "egress bulk ")
+			if t.Measured {
+				val = fmt.Sprintf("%.0f %%", t.Value)
+			}
+			p("| egress: %s download of %d MiB, MB/s through airlock ÷ direct (median of %d each, alternated) | %s | | ≥ %g %% | %s |\n", strings.ToUpper(scheme), r.Params.EgressBulkBytes/mib, egressBulkRounds, val, t.Limit, verdict(t))
+		case "egress keep-alive https", "egress keep-alive http":
+			scheme := strings.TrimPrefix(t.Name, "egress keep-alive ")
+			if t.Measured {
+				l := r.Egress.HTTPKeepAlive
+				if scheme == "https" {
+					l = r.Egress.HTTPSKeepAlive
+				}
+				val, p95 = fmtAdded(t.Value), fmtAdded(l.Airlock.Latency.P95-l.Direct.Latency.P95)
+			}
+			n := r.Params.EgressRequests
+			if r.Egress != nil && r.Egress.Requests > 0 {
+				n = r.Egress.Requests
+			}
+			p("| egress: latency added by airlock to a %s request on a kept-alive connection (%d each way, alternated) | %s | %s | p50 ≤ %g ms | %s |\n", strings.ToUpper(scheme), n, val, p95, t.Limit, verdict(t))
+		case "egress leaf mints":
+			goal := "one per name"
+			if t.Measured {
+				val = fmt.Sprintf("%.0f", t.Value)
+				goal = fmt.Sprintf("= %.0f, one per name", t.Limit)
+			}
+			conns := 0
+			if r.Egress != nil {
+				conns = r.Egress.Leaves.TLSConnections
+			}
+			p("| egress: TLS leaves the interception CA minted, over %d TLS connections from the sandbox | %s | | %s | %s |\n", conns, val, goal, verdict(t))
 		}
 	}
 	p("\n")
@@ -246,6 +325,10 @@ func (r *report) writeTable(w io.Writer) {
 		}
 	}
 
+	if e := r.Egress; e != nil {
+		r.writeEgress(w, e)
+	}
+
 	if len(r.References) > 0 {
 		p("### Reference points (same run; wall time from start to exit, %d runs each)\n\n", r.Params.RefRuns)
 		p("| what | p50 | p95 | command |\n|---|--:|--:|---|\n")
@@ -293,4 +376,106 @@ func (r *report) writeTable(w io.Writer) {
 		p("\n")
 	}
 	p("Targets are reported, not enforced. Total run time %.1f s.\n", r.DurationSec)
+}
+
+// writeEgress prints the egress section's table.
+func (r *report) writeEgress(w io.Writer, e *egressResult) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("### Egress: the same HTTP client directly and through airlock\n\n")
+	if e.Skipped != "" {
+		p("Skipped: %s\n\n", e.Skipped)
+		return
+	}
+	p("Local servers in a network namespace of the benchmark's own; HTTP/1.1; %d rounds, alternated, of each series. ", e.Rounds)
+	p("The sandbox took %s to create, network included.\n\n", fmtMs(e.CreateMs))
+	p("| measurement | direct | through airlock | airlock − direct |\n|---|--:|--:|--:|\n")
+	three := func(s stats.Summary) string {
+		return fmtMs(s.P50) + " / " + fmtMs(s.P90) + " / " + fmtMs(s.P99)
+	}
+	two := func(s stats.Summary) string { return fmtMs(s.P50) + " / " + fmtMs(s.P90) }
+	ka := func(scheme string, l *egressLatency) {
+		if l == nil {
+			return
+		}
+		ratio := "–"
+		if l.Direct.RPS > 0 {
+			ratio = fmt.Sprintf("%.0f %% of direct", 100*l.Airlock.RPS/l.Direct.RPS)
+		}
+		p("| %s keep-alive, one connection, %d requests of `/` one after another: requests/s | %.0f | %.0f | %s |\n", scheme, e.Requests, l.Direct.RPS, l.Airlock.RPS, ratio)
+		p("| … latency p50 / p90 / p99 | %s | %s | %s p50, %s p99 |\n", three(l.Direct.Latency), three(l.Airlock.Latency), fmtAdded(l.AddedP50), fmtAdded(l.Airlock.Latency.P99-l.Direct.Latency.P99))
+	}
+	ka("HTTP", e.HTTPKeepAlive)
+	ka("HTTPS", e.HTTPSKeepAlive)
+	if l := e.NewConn; l != nil {
+		p("| HTTPS on a new connection each time (lookup + TCP + TLS + request), %d: p50 / p90 | %s | %s | %s p50 |\n", e.Conns, two(l.Direct.Latency), two(l.Airlock.Latency), fmtAdded(l.AddedP50))
+		for _, ph := range []struct {
+			name string
+			l    *egressLatency
+		}{{"name lookup", e.NewConnDNS}, {"TCP connect", e.NewConnConnect}, {"TLS handshake", e.NewConnTLS}} {
+			if ph.l != nil {
+				p("| … of which %s: p50 / p90 | %s | %s | %s p50 |\n", ph.name, two(ph.l.Direct.Latency), two(ph.l.Airlock.Latency), fmtAdded(ph.l.AddedP50))
+			}
+		}
+	}
+	if l := e.NewName; l != nil {
+		p("| HTTPS first connection to a name never seen before, %d names: p50 / p90 | %s | %s | %s p50 |\n", e.Names, two(l.Direct.Latency), two(l.Airlock.Latency), fmtAdded(l.AddedP50))
+	}
+	bulk := func(scheme string, b *egressBulk) {
+		if b == nil {
+			return
+		}
+		p("| %s download of %d MiB (`/bytes`), median of %d | %s | %s | %.0f %% of direct |\n", scheme, e.BulkBytes/mib, e.BulkRounds, fmtMBps(b.Direct.MBps), fmtMBps(b.Airlock.MBps), b.Ratio)
+	}
+	bulk("HTTPS", e.BulkHTTPS)
+	bulk("HTTP", e.BulkHTTP)
+	p("\n")
+
+	l := e.Leaves
+	mints := "not measured (the sandbox's CA was not found)"
+	if l.MintsMeasured {
+		mints = fmt.Sprintf("%d (%d before the first request, %d after the last)", l.Mints(), l.MintsBefore, l.MintsAfter)
+	}
+	p("Leaf certificates: the interception CA minted %s for %d distinct names over %d TLS connections from the sandbox; the client there got %d distinct leaves.\n\n", mints, l.Names, l.TLSConnections, l.LeavesSeen)
+
+	var spread []string
+	add := func(name string, xs []float64, f func(float64) string) {
+		if len(xs) == 0 {
+			return
+		}
+		var parts []string
+		for _, x := range xs {
+			parts = append(parts, f(x))
+		}
+		spread = append(spread, name+": "+strings.Join(parts, ", "))
+	}
+	pct := func(v float64) string { return fmt.Sprintf("%.0f %%", v) }
+	if x := e.HTTPKeepAlive; x != nil {
+		add("HTTP keep-alive added p50", x.RoundAddedP50, fmtAdded)
+	}
+	if x := e.HTTPSKeepAlive; x != nil {
+		add("HTTPS keep-alive added p50", x.RoundAddedP50, fmtAdded)
+	}
+	if x := e.NewConn; x != nil {
+		add("new connection added p50", x.RoundAddedP50, fmtAdded)
+	}
+	if x := e.BulkHTTPS; x != nil {
+		add("HTTPS download airlock ÷ direct", x.RoundRatio, pct)
+	}
+	if x := e.BulkHTTP; x != nil {
+		add("HTTP download airlock ÷ direct", x.RoundRatio, pct)
+	}
+	if len(spread) > 0 {
+		p("Round by round:\n\n")
+		for _, s := range spread {
+			p("- %s\n", s)
+		}
+		p("\n")
+	}
+	if len(e.Notes) > 0 {
+		p("Degraded confinement of the egress sandbox:\n\n")
+		for _, n := range e.Notes {
+			p("- %s\n", n)
+		}
+		p("\n")
+	}
 }
