@@ -23,7 +23,9 @@ func (i *Interceptor) emit(ev api.NetworkEvent) {
 // reports the request; the panic then goes on.
 func (x *exchange) finish() {
 	p := recover()
-	if p != nil && x.reason == "" && x.blocked.Load() == nil {
+	if p != nil && x.reason == "" && x.blocked.Load() == nil && x.ctx.Err() == nil {
+		// The response broke while it streamed, and not because the
+		// sandbox went away.
 		x.reason = policy.ReasonUpstreamError + ": the response was cut off"
 	}
 	ev := api.NetworkEvent{

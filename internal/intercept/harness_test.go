@@ -47,6 +47,7 @@ type harnessConfig struct {
 	names      []string     // pinned to dst; nil: apiHost and otherHost
 	maxBody    int64
 	dstPort    uint16 // the port the sandbox connected to; 0: the listener's
+	dropEvents bool   // count events rather than keep them (benchmarks)
 	dial       func(ctx context.Context, dst netip.AddrPort, names []string) (net.Conn, error)
 }
 
@@ -54,7 +55,7 @@ type harnessConfig struct {
 // loopback TCP, served by ServeTLS or ServeHTTP) and a real upstream
 // server.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	cfg      harnessConfig
 	policy   *policy.Policy
 	ic       *Interceptor
@@ -67,6 +68,8 @@ type harness struct {
 	events   chan api.NetworkEvent
 	pending  []api.NetworkEvent // received by eventFor, not yet asked for
 	dials    atomic.Int32
+	dropped  atomic.Int64
+	upCA     *CA
 	dialDst  chan netip.AddrPort
 
 	// Upstream requests: started (the handler ran) and completed (its
@@ -93,7 +96,7 @@ type seen struct {
 	Length int64 `json:"length"`
 }
 
-func newHarness(t *testing.T, cfg harnessConfig) *harness {
+func newHarness(t testing.TB, cfg harnessConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, cfg: cfg, events: make(chan api.NetworkEvent, 256), dialDst: make(chan netip.AddrPort, 64)}
 
@@ -101,6 +104,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.upCA = upCA
 	upPEM := filepath.Join(t.TempDir(), "upstream-ca.pem")
 	if err := os.WriteFile(upPEM, upCA.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
@@ -155,7 +159,13 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 			}
 			return dial(ctx, dst, names)
 		},
-		OnEvent: func(ev api.NetworkEvent) { h.events <- ev },
+		OnEvent: func(ev api.NetworkEvent) {
+			if cfg.dropEvents {
+				h.dropped.Add(1)
+				return
+			}
+			h.events <- ev
+		},
 		MaxBody: cfg.maxBody,
 	})
 	if err != nil {
@@ -327,7 +337,7 @@ func (h *harness) noMoreEvents() {
 }
 
 // do sends a request and returns the response with its body read.
-func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte) {
+func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := c.Do(req)
 	if err != nil {
@@ -341,7 +351,7 @@ func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte
 	return resp, body
 }
 
-func newRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
+func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {

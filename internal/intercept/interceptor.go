@@ -121,7 +121,11 @@ func New(cfg Config) (*Interceptor, error) {
 		NextProtos:         []string{"h2", "http/1.1"},
 		GetConfigForClient: i.checkHello,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return i.ca.Leaf(hello.ServerName)
+			cert, err := i.ca.Leaf(hello.ServerName)
+			if err != nil {
+				i.log.Error("no certificate for the sandbox's TLS connection", "name", hello.ServerName, "err", err)
+			}
+			return cert, err
 		},
 	}
 	var protocols http.Protocols

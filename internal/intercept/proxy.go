@@ -100,9 +100,14 @@ func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err err
 	x.fail(http.StatusBadGateway, reason)
 }
 
-// copyBuffers are the reverse proxy's buffers for response bodies.
+// copyBufferSize is the size of the buffers response bodies are copied
+// through: large enough that a plain body moves in few system calls.
+const copyBufferSize = 128 << 10
+
+// copyBuffers are the reverse proxy's buffers for response bodies,
+// shared by all requests.
 var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any {
-	b := make([]byte, 32<<10)
+	b := make([]byte, copyBufferSize)
 	return &b
 }}}
 

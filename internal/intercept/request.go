@@ -20,6 +20,7 @@ import (
 // reports.
 type exchange struct {
 	c     *sandboxConn
+	ctx   context.Context // the sandbox's request's
 	start time.Time
 	w     *recorder
 
@@ -81,6 +82,7 @@ func (i *Interceptor) handle(w http.ResponseWriter, r *http.Request) {
 	defer c.leave()
 	x := &exchange{
 		c:      c,
+		ctx:    r.Context(),
 		start:  time.Now(),
 		w:      &recorder{ResponseWriter: w},
 		method: r.Method,
@@ -196,6 +198,9 @@ func (x *exchange) prepare(r *http.Request) *refusal {
 		x.hooked = preq
 		x.method, x.url = preq.Method, preq.URL
 		method, u = preq.Method, preq.URL
+		if method == http.MethodConnect {
+			return refuse(http.StatusForbidden, policy.ReasonPolicyError, "a request hook made the request a CONNECT")
+		}
 		header = preq.Header.Clone() // x.hooked keeps the placeholders
 		cleanHeader(header)
 		switch {

@@ -17,6 +17,9 @@ const (
 	expectContinueTimeout  = time.Second
 	maxIdlePerHost         = 8
 	maxResponseHeaderBytes = 1 << 20
+	// upstreamBufferSize is the size of each upstream connection's read
+	// and write buffers: a chunk of a streamed body goes out in one write.
+	upstreamBufferSize = 64 << 10
 )
 
 // upstream is a sandbox connection's HTTP client: one http.Transport,
@@ -49,6 +52,8 @@ func (u *upstream) transport() *http.Transport {
 			IdleConnTimeout:        upstreamIdleTimeout,
 			ExpectContinueTimeout:  expectContinueTimeout,
 			MaxResponseHeaderBytes: maxResponseHeaderBytes,
+			WriteBufferSize:        upstreamBufferSize,
+			ReadBufferSize:         upstreamBufferSize,
 		}
 		if c.tls {
 			t.TLSClientConfig = &tls.Config{
