@@ -56,8 +56,10 @@
 //     (a scrubbed body loses its Content-Length). Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
-//   - WebSocket and other HTTP/1.1 upgrades pass the same checks; the
-//     upgraded connection is then spliced as it is.
+//   - A WebSocket upgrade passes the same checks; the upgraded connection
+//     is then spliced as it is. Other upgrades (h2c, which would carry
+//     further requests past every check) are not passed on: the request
+//     goes without them.
 //
 // Each HTTP request yields exactly one api.NetworkEvent of kind "http"
 // once its response is over (or refused), with the URL as the hooks saw

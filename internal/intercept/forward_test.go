@@ -307,3 +307,21 @@ func TestContextCancel(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestUpgradeOtherThanWebSocket: an h2c upgrade, which would carry
+// further requests past every check, is not passed on: the request goes
+// as plain HTTP/1.1.
+func TestUpgradeOtherThanWebSocket(t *testing.T) {
+	h := newHarness(t, harnessConfig{plain: true})
+	resp, body := rawExchange(t, h, "GET /up HTTP/1.1\r\nHost: "+apiHost+"\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s %s", resp.Status, body)
+	}
+	s := decodeSeen(t, body)
+	if s.Header.Get("Upgrade") != "" || s.Header.Get("Http2-Settings") != "" || s.Header.Get("Connection") != "" {
+		t.Errorf("upstream got the upgrade: %v", s.Header)
+	}
+	if ev := h.event(); ev.StatusCode != 200 {
+		t.Errorf("event %+v", ev)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"strings"
 	"sync"
 
 	"github.com/airlock-sandbox/airlock/policy"
@@ -28,15 +29,21 @@ func (i *Interceptor) newProxy() *httputil.ReverseProxy {
 }
 
 // rewrite puts the prepared request in place of the one the reverse
-// proxy cloned. It keeps the hop-by-hop fields the proxy set for a
-// protocol upgrade (Connection, Upgrade) and for trailers (Te), and
-// drops the sandbox's request trailers, which could carry placeholders
-// past the substitution.
+// proxy cloned. It keeps the hop-by-hop fields the proxy set for
+// trailers (Te) and for a WebSocket upgrade (Connection, Upgrade); any
+// other upgrade (such as h2c, which would carry further requests past
+// every check) is dropped, and the request goes as it is. It drops the
+// sandbox's request trailers, which could carry placeholders past the
+// substitution.
 func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In.Context())
 	out := pr.Out
 	h := x.header
-	for _, k := range [...]string{"Connection", "Upgrade", "Te"} {
+	keep := []string{"Te"}
+	if strings.EqualFold(out.Header.Get("Upgrade"), "websocket") {
+		keep = append(keep, "Connection", "Upgrade")
+	}
+	for _, k := range keep {
 		if v, ok := out.Header[k]; ok {
 			h[k] = v
 		}
