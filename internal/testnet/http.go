@@ -171,6 +171,7 @@ func (w *World) siteHandler(s *site) http.Handler {
 	mux.HandleFunc("/discard", discard)
 	mux.HandleFunc("/ws", w.websocket)
 	mux.HandleFunc("/status/{code}", status)
+	mux.Handle(GitRepo+"/", w.gitHandler(s))
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		req := w.record(r, s.name)
 		mux.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
