@@ -64,8 +64,9 @@
 // Each HTTP request yields exactly one api.NetworkEvent of kind "http"
 // once its response is over (or refused), with the URL as the hooks saw
 // it (placeholders, never values), the status, the body bytes each way,
-// and, when blocked, the reason. A TLS handshake refused before any
-// request yields one of kind "tcp".
+// and, when blocked, the reason (the bytes of a WebSocket after the
+// switch are not counted). A TLS handshake refused before any request
+// yields one of kind "tcp".
 //
 // # Bounds
 //

@@ -261,6 +261,19 @@ func TestUpstreamErrors(t *testing.T) {
 			t.Errorf("event %+v", ev)
 		}
 	})
+	t.Run("upstream certificate for another name", func(t *testing.T) {
+		h := newHarness(t, harnessConfig{upstreamCert: "impostor.example.net"})
+		resp, body := do(t, h.client(false), newRequest(t, "GET", h.url("/"), nil))
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "certificate") {
+			t.Errorf("%s %q", resp.Status, body)
+		}
+		if ev := h.event(); ev.Blocked || policy.ReasonCode(ev.Reason) != policy.ReasonUpstreamError {
+			t.Errorf("event %+v", ev)
+		}
+		if h.started.Load() != 0 {
+			t.Error("the request reached an upstream that is not the host")
+		}
+	})
 	t.Run("dial blocked", func(t *testing.T) {
 		h := newHarness(t, harnessConfig{dial: func(ctx context.Context, dst netip.AddrPort, _ []string) (net.Conn, error) {
 			return nil, fmt.Errorf("refusing to dial %s: %w", dst, &policy.BlockError{Reason: policy.ReasonBlockedIP, Detail: "test"})
@@ -323,5 +336,27 @@ func TestUpgradeOtherThanWebSocket(t *testing.T) {
 	}
 	if ev := h.event(); ev.StatusCode != 200 {
 		t.Errorf("event %+v", ev)
+	}
+}
+
+// TestPassThrough: Accept-Encoding and a compressed response pass as
+// they are, and no proxy from the environment is used.
+func TestPassThrough(t *testing.T) {
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
+	gz := []byte("\x1f\x8b not really gzip, but opaque")
+	h := newHarness(t, harnessConfig{handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("X-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+		w.Write(gz)
+	})})
+	req := newRequest(t, "GET", h.url("/"), nil)
+	req.Header.Set("Accept-Encoding", "gzip, br")
+	resp, body := do(t, h.client(true), req)
+	if resp.StatusCode != 200 || string(body) != string(gz) || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("%s %v %q", resp.Status, resp.Header, body)
+	}
+	if got := resp.Header.Get("X-Accept-Encoding"); got != "gzip, br" {
+		t.Errorf("upstream got Accept-Encoding %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,7 +49,10 @@ type harnessConfig struct {
 	maxBody    int64
 	dstPort    uint16 // the port the sandbox connected to; 0: the listener's
 	dropEvents bool   // count events rather than keep them (benchmarks)
-	dial       func(ctx context.Context, dst netip.AddrPort, names []string) (net.Conn, error)
+	// upstreamCert, when set, is the name on the upstream server's
+	// certificate, whatever the client asks for.
+	upstreamCert string
+	dial         func(ctx context.Context, dst netip.AddrPort, names []string) (net.Conn, error)
 }
 
 // harness is an interceptor between a sandbox-side listener (real
@@ -114,11 +118,15 @@ func newHarness(t testing.TB, cfg harnessConfig) *harness {
 		handler = http.HandlerFunc(h.echo)
 	}
 	h.upstream = httptest.NewUnstartedServer(handler)
+	h.upstream.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	if cfg.plain {
 		h.upstream.Start()
 	} else {
 		h.upstream.EnableHTTP2 = cfg.upstreamH2
 		h.upstream.TLS = &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if cfg.upstreamCert != "" {
+				return upCA.Leaf(cfg.upstreamCert)
+			}
 			return upCA.Leaf(hello.ServerName)
 		}}
 		h.upstream.StartTLS()
