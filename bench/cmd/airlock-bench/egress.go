@@ -346,11 +346,11 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 	// One untimed run each way first: page cache, the sandbox's first
 	// command, the client's first connection.
 	warm := httpclient.Options{Mode: httpclient.KeepAlive, URLs: []string{api(443, "/")}, Count: 1, Warmup: 1}
-	if _, _, err := m.pair(ctx, 0, "warm-up", warm); err != nil {
+	if _, _, err := m.pair(ctx, 0, "warm-up", "warmup", warm); err != nil {
 		return nil, err
 	}
 
-	latency := func(what string, o httpclient.Options, rps bool, opts func(round int, o *httpclient.Options)) (*egressLatency, *[3]egressLatency, error) {
+	latency := func(what, slug string, o httpclient.Options, rps bool, opts func(round int, o *httpclient.Options)) (*egressLatency, *[3]egressLatency, error) {
 		l := &egressLatency{}
 		var phases [3]egressLatency
 		for round := 0; round < egressRounds; round++ {
@@ -358,7 +358,7 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 			if opts != nil {
 				opts(round, &o)
 			}
-			d, a, err := m.pair(ctx, round, what, o)
+			d, a, err := m.pair(ctx, round, what, slug, o)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -387,7 +387,7 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 			dst  **egressLatency
 		}{{80, &r.HTTPKeepAlive}, {443, &r.HTTPSKeepAlive}} {
 			o := httpclient.Options{Mode: httpclient.KeepAlive, URLs: []string{api(k.port, "/")}, Count: reqs, Warmup: egressKeepAliveWarmup}
-			if *k.dst, _, err = latency(fmt.Sprintf("keep-alive :%d", k.port), o, true, nil); err != nil {
+			if *k.dst, _, err = latency(fmt.Sprintf("keep-alive :%d", k.port), fmt.Sprintf("keepalive-%d", k.port), o, true, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -396,7 +396,7 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 		logf("new connections: 1 warm-up + %d HTTPS connections per run, %d rounds each way", conns, egressRounds)
 		o := httpclient.Options{Mode: httpclient.NewConn, URLs: []string{api(443, "/")}, Count: conns, Warmup: 1}
 		var phases *[3]egressLatency
-		if r.NewConn, phases, err = latency("new connections", o, false, nil); err != nil {
+		if r.NewConn, phases, err = latency("new connections", "newconn", o, false, nil); err != nil {
 			return nil, err
 		}
 		r.NewConnDNS, r.NewConnConnect, r.NewConnTLS = &phases[0], &phases[1], &phases[2]
@@ -404,7 +404,7 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 	if names > 0 {
 		logf("new names: 1 warm-up connection, then one HTTPS connection to each of %d names never seen before per run, %d rounds each way", names, egressRounds)
 		o := httpclient.Options{Mode: httpclient.NewConn, WarmupURL: api(443, "/"), Count: 1, Warmup: 1}
-		if r.NewName, _, err = latency("new names", o, false, func(round int, o *httpclient.Options) {
+		if r.NewName, _, err = latency("new names", "newname", o, false, func(round int, o *httpclient.Options) {
 			for _, n := range newNames[round] {
 				o.URLs = append(o.URLs, w.URL(n, 443, "/"))
 			}
@@ -424,7 +424,7 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 				ratios *[]float64
 			}{{443, &dh, &ah, &rh}, {80, &dp, &ap, &rp}} {
 				o := httpclient.Options{Mode: httpclient.Bulk, URLs: []string{api(k.port, path)}, WarmupURL: api(k.port, "/"), Count: 1, Warmup: 1}
-				d, a, err := m.pair(ctx, round, fmt.Sprintf("bulk :%d", k.port), o)
+				d, a, err := m.pair(ctx, round, fmt.Sprintf("bulk :%d", k.port), fmt.Sprintf("bulk-%d", k.port), o)
 				if err != nil {
 					return nil, err
 				}
@@ -473,14 +473,15 @@ type egressRunner struct {
 
 // pair runs the client directly and in the sandbox, direct first in even
 // rounds and last in odd ones, so that a drift of the machine falls on
-// both alike.
-func (m *egressRunner) pair(ctx context.Context, round int, what string, o httpclient.Options) (direct, sandboxed *httpclient.Result, err error) {
+// both alike. what names the measurement in errors, slug in the names of
+// the profiles.
+func (m *egressRunner) pair(ctx context.Context, round int, what, slug string, o httpclient.Options) (direct, sandboxed *httpclient.Result, err error) {
 	if round%2 == 0 {
 		if direct, err = m.direct(ctx, o); err == nil {
-			sandboxed, err = m.sandboxed(ctx, o)
+			sandboxed, err = m.sandboxed(ctx, slug, o)
 		}
 	} else {
-		if sandboxed, err = m.sandboxed(ctx, o); err == nil {
+		if sandboxed, err = m.sandboxed(ctx, slug, o); err == nil {
 			direct, err = m.direct(ctx, o)
 		}
 	}
@@ -507,10 +508,10 @@ func (m *egressRunner) direct(ctx context.Context, o httpclient.Options) (*httpc
 // sandboxed runs the client in the sandbox, with the sandbox's name
 // server and trust store (SSL_CERT_FILE, which airlock sets): the path
 // through airlock.
-func (m *egressRunner) sandboxed(ctx context.Context, o httpclient.Options) (*httpclient.Result, error) {
+func (m *egressRunner) sandboxed(ctx context.Context, slug string, o httpclient.Options) (*httpclient.Result, error) {
 	if m.p.CPUProfile != "" {
 		m.profiles++
-		f, err := os.Create(filepath.Join(m.p.CPUProfile, fmt.Sprintf("egress-%02d-%s.pprof", m.profiles, o.Mode)))
+		f, err := os.Create(filepath.Join(m.p.CPUProfile, fmt.Sprintf("egress-%02d-%s.pprof", m.profiles, slug)))
 		if err != nil {
 			return nil, err
 		}
