@@ -102,14 +102,43 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
-	fail := func(what string, e tcpip.Error) (*Stack, error) {
-		s.Close()
-		s.Wait()
-		return nil, fmt.Errorf("netstack: %s: %s", what, e)
-	}
 	sack := tcpip.TCPSACKEnabled(true)
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); e != nil {
-		return fail("enabling SACK", e)
+		s.Close()
+		s.Wait()
+		return nil, fmt.Errorf("netstack: enabling SACK: %s", e)
+	}
+
+	// The Stack and its forwarders come before the NIC: once the NIC
+	// exists, the link's goroutines deliver the sandbox's packets, and
+	// the handlers must be in place, written before those goroutines
+	// read them.
+	ctx, cancel := context.WithCancel(ctx)
+	st := &Stack{
+		cfg:    cfg,
+		s:      s,
+		pins:   NewPinSet(cfg.MaxPins),
+		events: newEmitter(cfg.OnEvent),
+		ctx:    ctx,
+		cancel: cancel,
+		slots:  make(chan struct{}, cfg.MaxConns),
+		dnsTCP: make(chan struct{}, maxDNSTCPConns),
+		open:   make(map[io.Closer]struct{}),
+	}
+	st.dns = newDNSServer(cfg.Policy, st.pins, st.emit, cfg.Logger)
+	st.dns.resolved = cfg.OnResolved
+
+	tcpFwd := tcp.NewForwarder(s, 0, maxTCPInFlight, st.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
+	udpFwd := udp.NewForwarder(s, st.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
+
+	fail := func(what string, e tcpip.Error) (*Stack, error) {
+		cancel()
+		s.Close()
+		s.Wait()
+		st.events.close()
+		return nil, fmt.Errorf("netstack: %s: %s", what, e)
 	}
 	if e := s.CreateNIC(nicID, ep); e != nil {
 		return fail("creating the NIC", e)
@@ -141,26 +170,6 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		{Destination: header.IPv4EmptySubnet, NIC: nicID},
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
-
-	ctx, cancel := context.WithCancel(ctx)
-	st := &Stack{
-		cfg:    cfg,
-		s:      s,
-		pins:   NewPinSet(cfg.MaxPins),
-		events: newEmitter(cfg.OnEvent),
-		ctx:    ctx,
-		cancel: cancel,
-		slots:  make(chan struct{}, cfg.MaxConns),
-		dnsTCP: make(chan struct{}, maxDNSTCPConns),
-		open:   make(map[io.Closer]struct{}),
-	}
-	st.dns = newDNSServer(cfg.Policy, st.pins, st.emit, cfg.Logger)
-	st.dns.resolved = cfg.OnResolved
-
-	tcpFwd := tcp.NewForwarder(s, 0, maxTCPInFlight, st.handleTCP)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
-	udpFwd := udp.NewForwarder(s, st.handleUDP)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
 
 	dnsAddr := tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}
 	st.udpDNS, err = gonet.DialUDP(s, &dnsAddr, nil, ipv4.ProtocolNumber)
