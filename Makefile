@@ -57,7 +57,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRewrite$$' -fuzztime $(FUZZTIME) ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzCut$$' -fuzztime $(FUZZTIME) ./internal/jsonblob
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./internal/netstack
-	$(GO) test -run '^$$' -fuzz '^FuzzDNSQuery$$' -fuzztime $(FUZZTIME) ./internal/netstack
+	$(GO) test -run '^$$' -fuzz '^FuzzDNSQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./internal/netstack
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthority$$' -fuzztime $(FUZZTIME) ./internal/intercept
 
 bench: build

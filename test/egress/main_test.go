@@ -60,6 +60,8 @@ type env struct {
 	w  *testnet.World
 	mu sync.Mutex
 	ev []airlock.NetworkEvent
+	// values are secret values that no event may carry (see start).
+	values []string
 }
 
 func newEnv(t *testing.T) *env {
