@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -202,6 +203,13 @@ func measureEgress(ctx context.Context, p egressParams, logf func(string, ...any
 	cmd := exec.CommandContext(ctx, exe, egressCmd, string(arg))
 	cmd.Stdout = &out
 	cmd.Stderr = &prefixWriter{logf: logf}
+	// The measuring process, and with it the sandbox, ends with this
+	// one, however this one ends. Pdeathsig belongs to the thread that
+	// starts the child: keep this goroutine on it until the child is
+	// gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("the egress measurements: %w", err)
 	}
