@@ -96,11 +96,14 @@ type egressResult struct {
 	NewConnConnect *egressLatency `json:"https_new_connection_tcp_connect,omitempty"`
 	NewConnTLS     *egressLatency `json:"https_new_connection_tls_handshake,omitempty"`
 	// NewName is the same for the first connection to a name never seen
-	// before.
-	NewName   *egressLatency `json:"https_new_name,omitempty"`
-	BulkHTTPS *egressBulk    `json:"bulk_https,omitempty"`
-	BulkHTTP  *egressBulk    `json:"bulk_http,omitempty"`
-	Leaves    egressLeaves   `json:"leaves"`
+	// before, with its phases.
+	NewName        *egressLatency `json:"https_new_name,omitempty"`
+	NewNameDNS     *egressLatency `json:"https_new_name_dns,omitempty"`
+	NewNameConnect *egressLatency `json:"https_new_name_tcp_connect,omitempty"`
+	NewNameTLS     *egressLatency `json:"https_new_name_tls_handshake,omitempty"`
+	BulkHTTPS      *egressBulk    `json:"bulk_https,omitempty"`
+	BulkHTTP       *egressBulk    `json:"bulk_http,omitempty"`
+	Leaves         egressLeaves   `json:"leaves"`
 }
 
 // egressSide is one way (direct or through airlock) of a latency series.
@@ -412,13 +415,15 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 	if names > 0 {
 		logf("new names: 1 warm-up connection, then one HTTPS connection to each of %d names never seen before per run, %d rounds each way", names, egressRounds)
 		o := httpclient.Options{Mode: httpclient.NewConn, WarmupURL: api(443, "/"), Count: 1, Warmup: 1}
-		if r.NewName, _, err = latency("new names", "newname", o, false, func(round int, o *httpclient.Options) {
+		var phases *[3]egressLatency
+		if r.NewName, phases, err = latency("new names", "newname", o, false, func(round int, o *httpclient.Options) {
 			for _, n := range newNames[round] {
 				o.URLs = append(o.URLs, w.URL(n, 443, "/"))
 			}
 		}); err != nil {
 			return nil, err
 		}
+		r.NewNameDNS, r.NewNameConnect, r.NewNameTLS = &phases[0], &phases[1], &phases[2]
 	}
 	if p.BulkBytes > 0 {
 		logf("bulk: %d MiB downloads, HTTPS and HTTP, %d each way", p.BulkBytes/mib, egressBulkRounds)

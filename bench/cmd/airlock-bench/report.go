@@ -406,19 +406,23 @@ func (r *report) writeEgress(w io.Writer, e *egressResult) {
 	}
 	ka("HTTP", e.HTTPKeepAlive)
 	ka("HTTPS", e.HTTPSKeepAlive)
-	if l := e.NewConn; l != nil {
-		p("| HTTPS on a new connection each time (lookup + TCP + TLS + request), %d: p50 / p90 | %s | %s | %s p50 |\n", e.Conns, two(l.Direct.Latency), two(l.Airlock.Latency), fmtAdded(l.AddedP50))
+	phases := func(dns, connect, handshake *egressLatency) {
 		for _, ph := range []struct {
 			name string
 			l    *egressLatency
-		}{{"name lookup", e.NewConnDNS}, {"TCP connect", e.NewConnConnect}, {"TLS handshake", e.NewConnTLS}} {
+		}{{"name lookup", dns}, {"TCP connect", connect}, {"TLS handshake", handshake}} {
 			if ph.l != nil {
 				p("| … of which %s: p50 / p90 | %s | %s | %s p50 |\n", ph.name, two(ph.l.Direct.Latency), two(ph.l.Airlock.Latency), fmtAdded(ph.l.AddedP50))
 			}
 		}
 	}
+	if l := e.NewConn; l != nil {
+		p("| HTTPS on a new connection each time (lookup + TCP + TLS + request), %d: p50 / p90 | %s | %s | %s p50 |\n", e.Conns, two(l.Direct.Latency), two(l.Airlock.Latency), fmtAdded(l.AddedP50))
+		phases(e.NewConnDNS, e.NewConnConnect, e.NewConnTLS)
+	}
 	if l := e.NewName; l != nil {
 		p("| HTTPS first connection to a name never seen before, %d names: p50 / p90 | %s | %s | %s p50 |\n", e.Names, two(l.Direct.Latency), two(l.Airlock.Latency), fmtAdded(l.AddedP50))
+		phases(e.NewNameDNS, e.NewNameConnect, e.NewNameTLS)
 	}
 	bulk := func(scheme string, b *egressBulk) {
 		if b == nil {
