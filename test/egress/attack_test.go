@@ -95,9 +95,9 @@ func TestAttackRawIPToAllowedHost(t *testing.T) {
 // address are dropped (a blocked dns event, blocked_ip); connections to
 // them by address are refused with a tcp event; IPv4-mapped and NAT64
 // forms of them too. 127.0.0.1 and ::1 are the sandbox's own loopback:
-// those connections never leave it, and the test namespace's loopback
-// servers (the host's, as far as the sandbox is concerned) are never
-// reached.
+// those connections never leave it (and it cannot forge packets that
+// would), and the test namespace's loopback servers (the host's, as far
+// as the sandbox is concerned) are never reached.
 func TestAttackPrivateAddresses(t *testing.T) {
 	e := start(t)
 	sb := e.box(t, e.network(testnet.API, testnet.Private, testnet.Loop, testnet.Metadata))
@@ -128,6 +128,14 @@ func TestAttackPrivateAddresses(t *testing.T) {
 		m := e.mark()
 		fails(t, sb, "curl -gsS --max-time 10 "+c.url)
 		e.blocked(t, m, api.NetTCP, policy.ReasonNoEgressRule, c.ip, c.port)
+	}
+	// Nor can the sandbox forge packets that would carry a loopback
+	// destination out through eth0: no raw or packet sockets.
+	for _, sock := range []string{"AF_PACKET, socket.SOCK_RAW", "AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP", "AF_INET6, socket.SOCK_RAW, socket.IPPROTO_UDP"} {
+		res := fails(t, sb, `python3 -c "import socket; socket.socket(socket.`+sock+`)"`)
+		if !strings.Contains(string(res.Stderr), "PermissionError") {
+			t.Errorf("socket(%s): %s, want PermissionError", sock, res.Stderr)
+		}
 	}
 	for _, url := range []string{"http://127.0.0.1:7780/", "http://[::1]:7780/", "http://127.0.0.1/"} {
 		res := fails(t, sb, "curl -gsS --max-time 10 "+url)
