@@ -425,6 +425,26 @@ func (p *Policy) CheckBodyEncoding(contentEncoding string) error {
 // otherwise.
 func (p *Policy) Scrubber() *Scrubber { return p.scrubber }
 
+// ResponseScrubber returns the scrubber for the responses to requests
+// that sub rewrote: Scrubber's, plus the credentials sub re-encoded with
+// a value inside (the base64 of "user:value" in Basic authentication),
+// which a server echoing them would otherwise hand to the sandbox in a
+// form it can decode.
+func (p *Policy) ResponseScrubber(sub *Substituter) *Scrubber {
+	if !p.scrubResponses || sub == nil {
+		return p.scrubber
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.encoded) == 0 {
+		return p.scrubber
+	}
+	if sub.scrub == nil {
+		sub.scrub = &Scrubber{e: newEngine(slices.Concat(p.scrubber.e.rules, sub.encoded), "")}
+	}
+	return sub.scrub
+}
+
 // ScrubsResponses reports whether ScrubResponses is set.
 func (p *Policy) ScrubsResponses() bool { return p.scrubResponses }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // PlaceholderPrefix begins every placeholder. A placeholder is
@@ -56,6 +57,33 @@ type Substituter struct {
 	// headerUnsafe is set when an in-scope value holds CR, LF or NUL,
 	// which cannot go into a header.
 	headerUnsafe bool
+
+	// encoded holds the credentials Header re-encoded with a value in
+	// them (base64 of "user:value" -> base64 of "user:placeholder"), so
+	// that a response echoing them can be scrubbed too; scrub caches the
+	// scrubber built with them.
+	mu      sync.Mutex
+	encoded []rule
+	scrub   *Scrubber
+}
+
+// maxEncoded bounds the re-encoded credentials a Substituter remembers.
+const maxEncoded = 16
+
+// noteEncoded remembers that the credential orig went out as sent.
+func (s *Substituter) noteEncoded(sent, orig string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.encoded {
+		if string(r.from) == sent {
+			return
+		}
+	}
+	if len(s.encoded) >= maxEncoded {
+		return
+	}
+	s.encoded = append(s.encoded, rule{from: []byte(sent), to: []byte(orig)})
+	s.scrub = nil
 }
 
 func newSubstituter(secrets []secret, host string) *Substituter {
@@ -133,7 +161,9 @@ func (s *Substituter) Header(name, value string) (string, error) {
 				}
 				if string(out) != string(dec) {
 					// base64 carries any byte, line breaks included.
-					return scheme + " " + base64.StdEncoding.EncodeToString(out), nil
+					sent := base64.StdEncoding.EncodeToString(out)
+					s.noteEncoded(sent, strings.TrimSpace(cred))
+					return scheme + " " + sent, nil
 				}
 			}
 		}

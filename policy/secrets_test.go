@@ -488,3 +488,41 @@ func TestBytesNoCopy(t *testing.T) {
 		t.Errorf("Bytes copied a body with nothing to replace (%v)", err)
 	}
 }
+
+// TestResponseScrubberCoversEncodedCredentials: Basic credentials that
+// the Substituter re-encoded with a value inside come back to the
+// sandbox as the sandbox sent them, when responses are scrubbed.
+func TestResponseScrubberCoversEncodedCredentials(t *testing.T) {
+	for _, scrub := range []bool{false, true} {
+		p := secretsPolicy(t, scrub)
+		ph := p.Env()["OPENAI_API_KEY"]
+		s := p.Substituter("api.openai.com")
+		orig := base64.StdEncoding.EncodeToString([]byte("user:" + ph))
+		got, err := s.Header("Authorization", "Basic "+orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := strings.TrimPrefix(got, "Basic ")
+		if dec, _ := base64.StdEncoding.DecodeString(sent); string(dec) != "user:"+openaiKey {
+			t.Fatalf("sent %q", dec)
+		}
+		echo := `{"authorization": "Basic ` + sent + `", "key": "` + openaiKey + `"}`
+		out := p.ResponseScrubber(s).String(echo)
+		if !scrub {
+			if out != echo {
+				t.Errorf("scrubbed without scrub_responses: %s", out)
+			}
+			continue
+		}
+		if strings.Contains(out, sent) || strings.Contains(out, openaiKey) {
+			t.Errorf("the value got through: %s", out)
+		}
+		if !strings.Contains(out, orig) || !strings.Contains(out, ph) {
+			t.Errorf("the sandbox's own forms are not restored: %s", out)
+		}
+		// Another Substituter's scrubber is the policy's.
+		if p.ResponseScrubber(p.Substituter("api.openai.com")) != p.Scrubber() {
+			t.Error("a fresh Substituter has its own scrubber")
+		}
+	}
+}

@@ -23,7 +23,7 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 	p := i.policy
 	var scrub *policy.Scrubber
 	if p.ScrubsResponses() {
-		scrub = p.Scrubber()
+		scrub = p.ResponseScrubber(x.c.substituter(x.host))
 		scrub.Header(res.Header)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {

@@ -121,10 +121,6 @@ func TestSecretsInjectedOnlyForScopedHost(t *testing.T) {
 // (curl -u user:$API_KEY) does not hand the sandbox the secret value
 // base64-encoded: the interceptor itself encoded it there.
 func TestSecretsScrubbedFromEchoedBasicCredentials(t *testing.T) {
-	t.Skip("known bug: with scrub_responses, the Basic credentials that the interceptor re-encodes with the secret value " +
-		"(policy.Substituter.Header) come back unscrubbed when the server echoes them, base64(user:value), which the " +
-		"sandbox can decode: the Scrubber (policy/secrets.go) looks for the value as it is, never for the encoded credentials " +
-		"(internal/intercept/response.go scrubs with it)")
 	e := start(t)
 	n, value := secretNetwork(e, true)
 	sb := e.box(t, n)
