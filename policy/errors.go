@@ -58,6 +58,9 @@ const (
 	// ReasonUpstreamError: not a block: the upstream server could not
 	// be reached or failed.
 	ReasonUpstreamError = "upstream_error"
+	// ReasonLimit: a bound on connections, flows or questions in flight
+	// was reached.
+	ReasonLimit = "limit"
 )
 
 // ReasonCode returns the code of a reason string: the part before ": ".

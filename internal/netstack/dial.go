@@ -2,10 +2,12 @@ package netstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +52,8 @@ func dialChecked(ctx context.Context, proto string, dst netip.AddrPort, check fu
 				return fmt.Errorf("refusing to dial %s: the flow was decided for %s", ap, dst)
 			}
 			if ok, reason := check(ap); !ok {
-				return fmt.Errorf("refusing to dial %s: %s", ap, reason)
+				code, detail, _ := strings.Cut(reason, ": ")
+				return &policy.BlockError{Reason: code, Detail: fmt.Sprintf("refusing to dial %s: %s", ap, detail)}
 			}
 			return nil
 		},
@@ -95,4 +98,15 @@ func splice(sandbox, upstream halfCloser) (sent, received int64) {
 	_ = sandbox.Close()
 	_ = upstream.Close()
 	return sent, received
+}
+
+// dialFailure returns the blocked flag and reason of an event for a
+// failed upstream dial: a policy refusal at connect time is a block; any
+// other failure (refused, unreachable, timed out) is an upstream error.
+func dialFailure(err error) (blocked bool, reason string) {
+	var be *policy.BlockError
+	if errors.As(err, &be) {
+		return true, be.Error()
+	}
+	return false, policy.ReasonUpstreamError + ": " + err.Error()
 }

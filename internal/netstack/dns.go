@@ -132,7 +132,7 @@ func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []by
 		return reply(hdr, &q, dnsmessage.RCodeNameError, nil, 0)
 	case err != nil:
 		d.log.Debug("dns lookup failed", "name", name, "type", ev.QType, "err", err)
-		ev.Reason = "upstream: " + err.Error()
+		ev.Reason = policy.ReasonUpstreamError + ": " + err.Error()
 		d.emit(ev)
 		return reply(hdr, &q, dnsmessage.RCodeServerFailure, nil, 0)
 	}

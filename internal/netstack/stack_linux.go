@@ -364,7 +364,7 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	if !st.trySlot() {
 		r.Complete(true)
-		ev.Blocked, ev.Reason = true, fmt.Sprintf("too many connections (%d)", st.cfg.MaxConns)
+		ev.Blocked, ev.Reason = true, fmt.Sprintf("%s: too many connections (%d)", policy.ReasonLimit, st.cfg.MaxConns)
 		st.emit(ev)
 		return
 	}
@@ -379,7 +379,7 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		up, err = dialUpstream(st.ctx, st.cfg.Policy, "tcp", names, dstAP)
 		if err != nil {
 			r.Complete(true)
-			ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
+			ev.Blocked, ev.Reason = dialFailure(err)
 			ev.DurationMs = time.Since(start).Milliseconds()
 			st.emit(ev)
 			return
@@ -392,7 +392,7 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		if up != nil {
 			up.Close()
 		}
-		ev.Blocked, ev.Reason = true, "sandbox side: "+terr.String()
+		ev.Blocked, ev.Reason = true, policy.ReasonLimit+": the sandbox side of the connection: "+terr.String()
 		st.emit(ev)
 		return
 	}
@@ -515,7 +515,7 @@ func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 		return true // dropped, silently for the sandbox
 	}
 	if !st.trySlot() {
-		ev.Blocked, ev.Reason = true, fmt.Sprintf("too many flows (%d)", st.cfg.MaxConns)
+		ev.Blocked, ev.Reason = true, fmt.Sprintf("%s: too many flows (%d)", policy.ReasonLimit, st.cfg.MaxConns)
 		st.emit(ev)
 		return true
 	}
@@ -528,7 +528,7 @@ func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 	if terr != nil {
 		st.releaseSlot()
 		st.wg.Done()
-		ev.Blocked, ev.Reason = true, "sandbox side: "+terr.String()
+		ev.Blocked, ev.Reason = true, policy.ReasonLimit+": the sandbox side of the connection: "+terr.String()
 		st.emit(ev)
 		return true
 	}
@@ -548,7 +548,7 @@ func (st *Stack) relayUDP(conn *gonet.UDPConn, names []string, dst netip.AddrPor
 	up, err := dialUpstream(st.ctx, st.cfg.Policy, "udp", names, dst)
 	if err != nil {
 		conn.Close()
-		ev.Blocked, ev.Reason = true, "upstream: "+err.Error()
+		ev.Blocked, ev.Reason = dialFailure(err)
 		st.emit(ev)
 		return
 	}
