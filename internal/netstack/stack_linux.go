@@ -344,6 +344,23 @@ func (st *Stack) interceptable(names []string, dst netip.Addr) bool {
 	return false
 }
 
+// refusal says why a connection to dst that neither interception nor an
+// egress rule takes is refused: when DNS pinned names to an allowed
+// address, why those names are not allowed (for example, a host removed
+// or denied while the sandbox runs); otherwise the egress rules' reason.
+func (st *Stack) refusal(names []string, dst netip.Addr, ruleReason string) string {
+	if len(names) == 0 || st.cfg.Interceptor == nil || st.isGateway(dst) {
+		return ruleReason
+	}
+	if ok, _ := st.cfg.Policy.AddrAllowed(dst); !ok {
+		return ruleReason
+	}
+	if ok, reason := st.cfg.Policy.HostDecision(names[0]); !ok {
+		return reason
+	}
+	return ruleReason
+}
+
 func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if !st.enter() {
 		r.Complete(true)
@@ -358,7 +375,7 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	ev := Event{Kind: EventConnect, Host: firstName(names), IP: dst.String(), Port: port, Proto: "tcp"}
 	if !ruleOK && !interceptOK {
 		r.Complete(true)
-		ev.Blocked, ev.Reason = true, reason
+		ev.Blocked, ev.Reason = true, st.refusal(names, dst, reason)
 		st.emit(ev)
 		return
 	}

@@ -246,11 +246,11 @@ func TestRuntimePolicyUpdate(t *testing.T) {
 	m = e.mark()
 	fails(t, sb, "curl -sS --max-time 10 https://other.example.org/")
 	e.blockedDNS(t, m, testnet.Other, "A", policy.ReasonHostNotAllowed)
-	// The address is still pinned to the name, which no longer lets
-	// the connection go to the interceptor: it is a flow like any other.
+	// The address is still pinned to the name, which is no longer
+	// allowed: the connection is refused, and the event says why.
 	m = e.mark()
 	fails(t, sb, "curl -sS --max-time 10 --resolve other.example.org:443:203.0.113.11 https://other.example.org/")
-	if ev := e.blocked(t, m, api.NetTCP, policy.ReasonNoEgressRule, testnet.OtherAddr, 443); ev.Host != testnet.Other {
+	if ev := e.blocked(t, m, api.NetTCP, policy.ReasonHostNotAllowed, testnet.OtherAddr, 443); ev.Host != testnet.Other {
 		t.Errorf("event host %q, want %s", ev.Host, testnet.Other)
 	}
 	if n := len(e.w.Requests(testnet.Other)); n != 1 {
@@ -277,7 +277,7 @@ func TestRuntimePolicyUpdate(t *testing.T) {
 	e.blockedDNS(t, m, testnet.API, "A", policy.ReasonHostDenied)
 	m = e.mark()
 	fails(t, sb, "curl -sS --max-time 10 --resolve api.example.com:443:203.0.113.10 https://api.example.com/")
-	e.blocked(t, m, api.NetTCP, policy.ReasonNoEgressRule, testnet.APIAddr, 443)
+	e.blocked(t, m, api.NetTCP, policy.ReasonHostDenied, testnet.APIAddr, 443)
 	if n := len(e.w.Requests(testnet.API)); n != 1 {
 		t.Errorf("api.example.com got %d requests, want 1", n)
 	}
