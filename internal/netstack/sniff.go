@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"bytes"
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"net"
 )
 
@@ -94,10 +95,23 @@ func sniff(c net.Conn) ([]byte, sniffKind, error) {
 }
 
 // prefixConn replays the sniffed bytes before reading on from the
-// connection. It keeps the half-close of the connection it wraps.
+// connection. It keeps the half-close of the connection it wraps, and
+// lets the interceptor cork it (see SetCork).
 type prefixConn struct {
 	halfCloser
 	prefix []byte
+	opts   *tcpip.SocketOptions
+}
+
+// SetCork holds back partial segments while on, and sends what it held
+// when turned off: a writer that makes one logical write out of several
+// (TLS records) brackets them with it, so that they leave as full
+// segments instead of one frame each, without delaying anything past
+// the end of the logical write.
+func (c *prefixConn) SetCork(on bool) {
+	if c.opts != nil {
+		c.opts.SetCorkOption(on)
+	}
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

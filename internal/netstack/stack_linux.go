@@ -436,7 +436,7 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 			if up != nil {
 				up.Close()
 			}
-			pc := &prefixConn{halfCloser: conn, prefix: prefix}
+			pc := &prefixConn{halfCloser: conn, prefix: prefix, opts: tep.SocketOptions()}
 			if kind == sniffTLS {
 				st.cfg.Interceptor.ServeTLS(st.ctx, pc, dstAP, names)
 			} else {
