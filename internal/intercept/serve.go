@@ -27,7 +27,8 @@ type sandboxConn struct {
 	refusal   string // why the handshake was refused, if it was
 	start     time.Time
 
-	upstream upstream
+	tOnce sync.Once
+	t     *http.Transport // see transport
 
 	subMu sync.Mutex
 	subs  map[string]*policy.Substituter
@@ -52,7 +53,6 @@ func (i *Interceptor) newConn(conn net.Conn, dst netip.AddrPort, names []string,
 		start:     time.Now(),
 	}
 	c.raw = &rawConn{Conn: conn, c: c, done: make(chan struct{})}
-	c.upstream.c = c
 	return c
 }
 
@@ -86,7 +86,11 @@ func (i *Interceptor) ServeTLS(ctx context.Context, conn net.Conn, dst netip.Add
 		return
 	}
 	c.sni, _ = normalizeName(tc.ConnectionState().ServerName)
-	c.serve(ctx, tc)
+	var out net.Conn = tc
+	if ck, ok := conn.(corker); ok {
+		out = &corkedConn{Conn: tc, ck: ck}
+	}
+	c.serve(ctx, out)
 }
 
 // ServeHTTP serves one TCP connection from the sandbox whose first bytes
@@ -152,7 +156,8 @@ func (c *sandboxConn) checkSNI(sni string) string {
 
 // serve runs the HTTP server on conn (the TLS connection, or the raw one
 // for plain HTTP) until the connection is over, then waits for its
-// handlers and frees its upstream connections.
+// handlers. Its upstream connections stay, idle, for the sandbox's next
+// connection to the same destination.
 func (c *sandboxConn) serve(ctx context.Context, conn net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &connListener{
@@ -168,7 +173,6 @@ func (c *sandboxConn) serve(ctx context.Context, conn net.Conn) {
 	c.raw.Close()
 	cancel()
 	c.drain()
-	c.closeIdle()
 }
 
 // enter registers a handler; false means the connection is over.
@@ -291,3 +295,29 @@ func (l *connListener) Close() error {
 }
 
 func (l *connListener) Addr() net.Addr { return l.raw.LocalAddr() }
+
+// corker is a sandbox connection that can hold back partial segments
+// (the netstack's connections can).
+type corker interface{ SetCork(on bool) }
+
+// corkedConn makes each Write of the TLS connection, which sends one
+// record per 16 KiB, leave as full segments: the records are held while
+// the Write runs and sent together when it returns. Nothing is delayed
+// past the Write.
+type corkedConn struct {
+	net.Conn
+	ck corker
+}
+
+func (c *corkedConn) Write(b []byte) (int, error) {
+	if len(b) <= maxPlainRecord {
+		return c.Conn.Write(b)
+	}
+	c.ck.SetCork(true)
+	defer c.ck.SetCork(false)
+	return c.Conn.Write(b)
+}
+
+// maxPlainRecord is the most plaintext one TLS record carries: a write
+// that fits in one record gains nothing from corking.
+const maxPlainRecord = 16 << 10
