@@ -82,6 +82,10 @@ type Interceptor struct {
 	mu     sync.Mutex
 	conns  map[*sandboxConn]struct{}
 	closed bool
+
+	tmu        sync.Mutex
+	transports map[transportKey]*http.Transport
+	sessions   tls.ClientSessionCache // upstream TLS sessions, for resumption
 }
 
 // New checks cfg and makes an Interceptor.
@@ -109,6 +113,9 @@ func New(cfg Config) (*Interceptor, error) {
 		maxBody: cfg.MaxBody,
 		roots:   roots,
 		conns:   make(map[*sandboxConn]struct{}),
+
+		transports: make(map[transportKey]*http.Transport),
+		sessions:   tls.NewLRUClientSessionCache(maxTransports),
 	}
 	if i.log == nil {
 		i.log = slog.New(slog.DiscardHandler)
@@ -167,8 +174,8 @@ func (i *Interceptor) Close() error {
 	err := i.server.Close()
 	for _, c := range conns {
 		c.raw.Close()
-		c.closeIdle()
 	}
+	i.closeTransports()
 	return err
 }
 

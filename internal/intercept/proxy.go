@@ -83,7 +83,7 @@ func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
 type roundTripper struct{}
 
 func (roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	return exchangeOf(req.Context()).c.upstream.transport().RoundTrip(req)
+	return exchangeOf(req.Context()).c.transport().RoundTrip(req)
 }
 
 // proxyError answers a request that could not be forwarded: 403 when

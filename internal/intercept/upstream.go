@@ -5,7 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"sync"
+	"net/netip"
 	"time"
 )
 
@@ -22,59 +22,83 @@ const (
 	upstreamBufferSize = 64 << 10
 )
 
-// upstream is a sandbox connection's HTTP client: one http.Transport,
-// made on first use and reused by every request of the connection, whose
-// every connection goes to the destination the sandbox chose.
-type upstream struct {
-	c    *sandboxConn
-	once sync.Once
-	mu   sync.Mutex
-	t    *http.Transport
+// maxTransports bounds the upstream transports an Interceptor keeps,
+// one per destination and server name.
+const maxTransports = 256
+
+// transportKey names the upstream a sandbox connection's requests go to:
+// the address the sandbox connected to, and the TLS server name.
+type transportKey struct {
+	dst netip.AddrPort
+	sni string
+	tls bool
 }
 
-func (u *upstream) transport() *http.Transport {
-	u.once.Do(func() {
-		c := u.c
-		t := &http.Transport{
-			Proxy: nil, // never a proxy from the environment
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				// The address the transport asks for is the request's
-				// host: ignore it and dial where the sandbox connected,
-				// without resolving anything.
-				ctx, cancel := context.WithTimeout(ctx, dialTimeout)
-				defer cancel()
-				return c.i.dial(ctx, c.dst, c.dialNames)
-			},
-			TLSHandshakeTimeout:    upstreamTLSTimeout,
-			ForceAttemptHTTP2:      true,
-			DisableCompression:     true, // Accept-Encoding passes as the sandbox sent it
-			MaxIdleConnsPerHost:    maxIdlePerHost,
-			IdleConnTimeout:        upstreamIdleTimeout,
-			ExpectContinueTimeout:  expectContinueTimeout,
-			MaxResponseHeaderBytes: maxResponseHeaderBytes,
-			WriteBufferSize:        upstreamBufferSize,
-			ReadBufferSize:         upstreamBufferSize,
-		}
-		if c.tls {
-			t.TLSClientConfig = &tls.Config{
-				ServerName: c.sni,
-				RootCAs:    c.i.roots,
-				MinVersion: tls.VersionTLS12,
-			}
-		}
-		u.mu.Lock()
-		u.t = t
-		u.mu.Unlock()
-	})
-	return u.t
+// transport returns the connection's HTTP client, shared by every
+// sandbox connection to the same destination and server name, so that a
+// new connection from the sandbox reuses an idle upstream connection (or
+// an HTTP/2 one) instead of paying a new handshake. Every connection it
+// makes goes to the destination the sandbox chose.
+func (c *sandboxConn) transport() *http.Transport {
+	c.tOnce.Do(func() { c.t = c.i.transportFor(c) })
+	return c.t
 }
 
-// closeIdle closes the connection's idle upstream connections.
-func (c *sandboxConn) closeIdle() {
-	c.upstream.mu.Lock()
-	t := c.upstream.t
-	c.upstream.mu.Unlock()
-	if t != nil {
+func (i *Interceptor) transportFor(c *sandboxConn) *http.Transport {
+	key := transportKey{dst: c.dst, sni: c.sni, tls: c.tls}
+	i.tmu.Lock()
+	defer i.tmu.Unlock()
+	if t, ok := i.transports[key]; ok {
+		return t
+	}
+	if len(i.transports) >= maxTransports {
+		for k, t := range i.transports {
+			// Requests under way keep their transport; only its idle
+			// connections go.
+			t.CloseIdleConnections()
+			delete(i.transports, k)
+			break
+		}
+	}
+	dst, names := c.dst, c.dialNames
+	t := &http.Transport{
+		Proxy: nil, // never a proxy from the environment
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			// The address the transport asks for is the request's host:
+			// ignore it and dial where the sandbox connected, without
+			// resolving anything.
+			ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+			defer cancel()
+			return i.dial(ctx, dst, names)
+		},
+		TLSHandshakeTimeout:    upstreamTLSTimeout,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true, // Accept-Encoding passes as the sandbox sent it
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        upstreamIdleTimeout,
+		ExpectContinueTimeout:  expectContinueTimeout,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		WriteBufferSize:        upstreamBufferSize,
+		ReadBufferSize:         upstreamBufferSize,
+	}
+	if c.tls {
+		t.TLSClientConfig = &tls.Config{
+			ServerName:         c.sni,
+			RootCAs:            i.roots,
+			MinVersion:         tls.VersionTLS12,
+			ClientSessionCache: i.sessions,
+		}
+	}
+	i.transports[key] = t
+	return t
+}
+
+// closeTransports frees every idle upstream connection.
+func (i *Interceptor) closeTransports() {
+	i.tmu.Lock()
+	defer i.tmu.Unlock()
+	for k, t := range i.transports {
 		t.CloseIdleConnections()
+		delete(i.transports, k)
 	}
 }
