@@ -200,3 +200,29 @@ func (s *Sandbox) CACertPEM() []byte {
 	}
 	return bytes.Clone(s.net.ca.CertPEM())
 }
+
+// NetworkStats are counters of a sandbox's network.
+type NetworkStats struct {
+	// LeavesMinted counts the TLS leaf certificates the interception CA
+	// minted for this sandbox: one per name, then cached.
+	LeavesMinted uint64 `json:"leaves_minted"`
+	// Pins is the number of (name, address) pairs DNS has pinned.
+	Pins int `json:"pins"`
+	// DroppedEvents counts the network events dropped because OnEvent
+	// fell behind.
+	DroppedEvents uint64 `json:"dropped_events"`
+}
+
+// NetworkStats returns the counters of the sandbox's network, or
+// ErrNoNetwork.
+func (s *Sandbox) NetworkStats() (NetworkStats, error) {
+	if s.net == nil {
+		return NetworkStats{}, ErrNoNetwork
+	}
+	st := NetworkStats{LeavesMinted: s.net.ca.Minted()}
+	if s.net.stack != nil {
+		st.Pins = s.net.stack.Pins().Len()
+		st.DroppedEvents = s.net.stack.DroppedEvents()
+	}
+	return st, nil
+}

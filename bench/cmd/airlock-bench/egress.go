@@ -14,18 +14,15 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/bench/internal/httpclient"
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
-	"github.com/airlock-sandbox/airlock/internal/intercept"
 	"github.com/airlock-sandbox/airlock/internal/testnet"
 	"github.com/airlock-sandbox/airlock/policy"
 )
@@ -345,9 +342,8 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 	if err := sb.WriteFile(ctx, clientInSandbox, clientBin, 0o755); err != nil {
 		return nil, fmt.Errorf("copy the client into the sandbox: %w", err)
 	}
-	ca := sandboxCA(sb)
-	if ca != nil {
-		r.Leaves.MintsBefore, r.Leaves.MintsMeasured = ca.Minted(), true
+	if st, err := sb.NetworkStats(); err == nil {
+		r.Leaves.MintsBefore, r.Leaves.MintsMeasured = st.LeavesMinted, true
 	}
 
 	m := &egressRunner{p: p, sb: sb, caFile: w.CAFile, leaves: map[string]map[string]bool{}}
@@ -461,8 +457,8 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 		r.BulkHTTPS, r.BulkHTTP = bulk(dh, ah, rh), bulk(dp, ap, rp)
 	}
 
-	if ca != nil {
-		r.Leaves.MintsAfter = ca.Minted()
+	if st, err := sb.NetworkStats(); err == nil && r.Leaves.MintsMeasured {
+		r.Leaves.MintsAfter = st.LeavesMinted
 	}
 	r.Leaves.Names = len(m.leaves)
 	r.Leaves.TLSConnections = m.handshakes
@@ -563,24 +559,6 @@ func decodeClient(what string, out []byte) (*httpclient.Result, error) {
 		return nil, fmt.Errorf("%s: %w (%q)", what, err, out)
 	}
 	return &x, nil
-}
-
-// sandboxCA is the interception CA of sb's network, whose Minted counts
-// the leaves it signed; nil when it cannot be found. Package airlock does
-// not export it, so this reads the unexported fields Sandbox.net.ca: a
-// benchmark-only look inside, which finds nothing (and the mints are
-// then not measured) once those fields change.
-func sandboxCA(sb *airlock.Sandbox) *intercept.CA {
-	v := reflect.ValueOf(sb).Elem().FieldByName("net")
-	if !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	v = v.Elem().FieldByName("ca")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[*intercept.CA]() {
-		return nil
-	}
-	ca, _ := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Interface().(*intercept.CA)
-	return ca
 }
 
 func msDuration(v float64) time.Duration {
