@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -26,7 +27,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
-	"github.com/airlock-sandbox/airlock/internal/netstack"
 )
 
 // backend is what an isolation boundary provides once its agent is running.
@@ -38,6 +38,12 @@ type backend interface {
 	PID() int
 	Counters() (boundary.Counters, error)
 	Close() error
+}
+
+// linkReceiver is a backend whose agent can make the sandbox's network
+// interface and send its file back.
+type linkReceiver interface {
+	ReceiveLink(ctx context.Context) (*os.File, error)
 }
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
@@ -89,8 +95,10 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	c := cfg.withDefaults()
 	start := time.Now()
+	viaAgent := false
 	if c.Network != nil {
-		if err := checkNetworkSupport(c.Isolation); err != nil {
+		var err error
+		if viaAgent, err = checkNetworkSupport(c.Isolation); err != nil {
 			return nil, err
 		}
 	}
@@ -100,23 +108,43 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	boot := bootConfig(id, &c)
 	if nw != nil {
-		nw.configureBoot(boot, (&netstack.Config{}).SandboxSide())
+		nw.viaAgent = viaAgent
+		nw.configureBoot(boot)
 	}
 	b, err := startBoundary(ctx, id, &c, boot)
 	if err != nil {
 		return nil, err
 	}
 	s := &Sandbox{id: id, cfg: c, b: b, net: nw, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
-	if nw != nil {
-		if err := nw.start(b.PID(), s.log, s.emitNetwork); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("start sandbox: %w", err)
-		}
-	}
-	if err := s.handshake(ctx, boot); err != nil {
+	fail := func(err error) (*Sandbox, error) {
 		b.Close()
 		nw.close()
 		return nil, err
+	}
+	if nw != nil && !nw.viaAgent {
+		if err := nw.attach(b.PID()); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
+		if err := nw.run(s.log, s.emitNetwork); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
+	}
+	if err := s.handshake(ctx, boot); err != nil {
+		return fail(err)
+	}
+	if nw != nil && nw.viaAgent {
+		// The agent sent its TAP device before it answered the
+		// handshake, and no command has run yet.
+		lr, ok := b.(linkReceiver)
+		if !ok {
+			return fail(fmt.Errorf("start sandbox: the %s boundary cannot pass a network interface", c.Isolation))
+		}
+		if nw.link, err = lr.ReceiveLink(ctx); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
+		if err := nw.run(s.log, s.emitNetwork); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
 	}
 	s.notes = append(s.notes, b.Notes()...)
 	for _, n := range s.notes {

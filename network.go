@@ -51,6 +51,17 @@ type network struct {
 	icpt   *intercept.Interceptor
 	link   *os.File
 	closed bool
+	// viaAgent: the agent makes the TAP device and sends it back (an
+	// unprivileged supervisor); otherwise the supervisor makes it.
+	viaAgent bool
+}
+
+// linkName is the sandbox's network interface.
+const linkName = "eth0"
+
+// side is what the inside of the sandbox configures.
+func (n *network) side() netstack.SandboxSide {
+	return (&netstack.Config{}).SandboxSide()
 }
 
 // newNetwork checks the network part of c and prepares its policy and
@@ -88,7 +99,11 @@ func newNetwork(c *Config) (*network, error) {
 // configureBoot gives the sandbox its name server, the CA in its trust
 // store, the variables that point clients at it, and the secrets'
 // placeholders.
-func (n *network) configureBoot(b *agentproto.Boot, side netstack.SandboxSide) {
+func (n *network) configureBoot(b *agentproto.Boot) {
+	side := n.side()
+	if n.viaAgent {
+		b.Link = n.linkSpec()
+	}
 	var rc strings.Builder
 	rc.WriteString("# airlock: the gateway answers DNS for the names that policy allows\n")
 	for _, a := range side.DNS {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
 // Main is the agent's entry point. With "zygote" as first argument it runs
@@ -66,6 +68,34 @@ func Main(args []string) {
 	os.Exit(0)
 }
 
+// makeLink makes the sandbox's TAP device in this namespace, sends its
+// file to the host over the inherited socket, and keeps nothing of it.
+func makeLink(l *agentproto.LinkSpec) error {
+	defer unix.Close(l.FD)
+	c := tap.Config{Name: l.Name, MTU: l.MTU}
+	var err error
+	if c.Address, err = netip.ParsePrefix(l.Address); err != nil {
+		return err
+	}
+	if c.Gateway, err = netip.ParseAddr(l.Gateway); err != nil {
+		return err
+	}
+	if l.AddressV6 != "" {
+		if c.AddressV6, err = netip.ParsePrefix(l.AddressV6); err != nil {
+			return err
+		}
+		if c.GatewayV6, err = netip.ParseAddr(l.GatewayV6); err != nil {
+			return err
+		}
+	}
+	f, err := tap.CreateHere(c)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return tap.Send(l.FD, f)
+}
+
 func reapOrphans() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
@@ -88,6 +118,12 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 	}
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
 		return nil, nil, fmt.Errorf("set hostname: %w", err)
+	}
+	if b.Link != nil {
+		// Before the root is built: /dev/net/tun is the host's.
+		if err := makeLink(b.Link); err != nil {
+			return nil, nil, fmt.Errorf("make the network interface: %w", err)
+		}
 	}
 	if err := buildRoot(b); err != nil {
 		return nil, nil, err

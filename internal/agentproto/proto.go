@@ -58,6 +58,24 @@ type Boot struct {
 	// limited cgroup.
 	CgroupFDs []int     `cbor:"cgroup_fds,omitempty"`
 	Hardening Hardening `cbor:"hardening"`
+	// Link, when set, asks the agent to make the sandbox's network
+	// interface itself and send its file back: the host does so when it
+	// cannot enter the sandbox's namespaces (an unprivileged supervisor).
+	Link *LinkSpec `cbor:"link,omitempty"`
+}
+
+// LinkSpec is the sandbox's network interface, made by the agent: a TAP
+// device with these addresses and routes, whose file the agent sends over
+// the inherited socket FD (one byte, with the file as SCM_RIGHTS) before
+// it builds the root, and then closes.
+type LinkSpec struct {
+	FD        int    `cbor:"fd"`
+	Name      string `cbor:"name"`
+	Address   string `cbor:"addr"`
+	Gateway   string `cbor:"gw"`
+	AddressV6 string `cbor:"addr6,omitempty"`
+	GatewayV6 string `cbor:"gw6,omitempty"`
+	MTU       uint32 `cbor:"mtu"`
 }
 
 // RootSpec describes the sandbox's root filesystem in process mode.

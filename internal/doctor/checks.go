@@ -347,25 +347,34 @@ func tunCheck(root string, uid int) Check {
 	return deviceCheck(root, "/dev/net/tun", "tun", "TAP networking", "modprobe tun", uid)
 }
 
-// egressCheck says whether sandboxes with a network policy can start:
-// the supervisor makes their TAP device inside their network namespace,
-// which takes root in this version.
+// egressCheck says whether sandboxes with a network policy can start: as
+// root, the supervisor makes their TAP device inside their network
+// namespace; otherwise the agent does, as root of the sandbox's
+// namespaces, which needs /dev/net/tun to be open to the caller.
 func egressCheck(root string, uid int) Check {
 	c := Check{Name: "network egress"}
-	if _, err := os.Stat(filepath.Join(root, "/dev/net/tun")); err != nil {
+	path := filepath.Join(root, "/dev/net/tun")
+	if _, err := os.Stat(path); err != nil {
 		c.Status = Warn
 		c.Detail = "/dev/net/tun is missing: sandboxes with a network policy cannot start"
 		c.Fix = "modprobe tun"
 		return c
 	}
-	if uid != 0 {
-		c.Status = Warn
-		c.Detail = fmt.Sprintf("uid %d: sandboxes with a network policy need airlock to run as root, which makes their TAP device inside their network namespace; sandboxes without one work", uid)
-		c.Fix = "run airlock as root (sudo) for sandboxes with network egress"
+	if uid == 0 {
+		c.Status = OK
+		c.Detail = "root: the supervisor makes each sandbox's TAP device, which ends in airlock's userspace network stack"
 		return c
 	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("uid %d cannot open /dev/net/tun (%s): sandboxes with a network policy need root here; sandboxes without one work", uid, errnoText(err))
+		c.Fix = "sudo chmod 0666 /dev/net/tun (the default on most distributions), or run airlock as root for sandboxes with network egress"
+		return c
+	}
+	f.Close()
 	c.Status = OK
-	c.Detail = "root: sandboxes get a TAP device that ends in airlock's userspace network stack"
+	c.Detail = fmt.Sprintf("uid %d: each sandbox's agent makes its TAP device, which ends in airlock's userspace network stack", uid)
 	return c
 }
 

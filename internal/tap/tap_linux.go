@@ -79,6 +79,17 @@ func Create(pid int, c Config) (*os.File, error) {
 	return r.f, r.err
 }
 
+// CreateHere makes and configures the device in the calling thread's
+// network namespace: for a process that is already inside the sandbox's
+// namespaces (the agent), with CAP_NET_ADMIN there and /dev/net/tun
+// open to it.
+func CreateHere(c Config) (*os.File, error) {
+	if c.Name == "" || len(c.Name) >= unix.IFNAMSIZ {
+		return nil, fmt.Errorf("tap: invalid interface name %q", c.Name)
+	}
+	return create(c)
+}
+
 // create makes and configures the device in the calling thread's network
 // namespace.
 func create(c Config) (*os.File, error) {

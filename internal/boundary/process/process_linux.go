@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
 // Options configures one sandbox.
@@ -34,6 +35,7 @@ type Options struct {
 // Sandbox is a running process-boundary sandbox.
 type Sandbox struct {
 	conn    *os.File
+	link    *os.File // receives the TAP device's file from the agent (boot.Link)
 	cmd     *exec.Cmd
 	group   *cgroup.Group
 	notes   []string
@@ -108,6 +110,24 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		return nil, err
 	}
 	extra := append([]*os.File{agentEnd}, cgFiles...)
+	if boot.Link != nil {
+		// The agent makes the network interface and sends its file
+		// back on a channel of its own.
+		lp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("create network channel: %w", err)
+		}
+		if err := unix.SetNonblock(lp[0], true); err != nil {
+			unix.Close(lp[0])
+			unix.Close(lp[1])
+			return nil, fmt.Errorf("create network channel: %w", err)
+		}
+		s.link = os.NewFile(uintptr(lp[0]), "link")
+		linkEnd := os.NewFile(uintptr(lp[1]), "link")
+		defer linkEnd.Close()
+		boot.Link.FD = 3 + len(extra)
+		extra = append(extra, linkEnd)
+	}
 	binFD := 3 + len(extra)
 	extra = append(extra, bin)
 	cmd := &exec.Cmd{
@@ -172,6 +192,19 @@ func closeFiles(fs []*os.File) {
 	}
 }
 
+// ReceiveLink returns the file of the TAP device that the agent made
+// (when boot.Link asked it to), once it has sent it.
+func (s *Sandbox) ReceiveLink(ctx context.Context) (*os.File, error) {
+	if s.link == nil {
+		return nil, errors.New("the agent was not asked to make the network interface")
+	}
+	defer func() {
+		s.link.Close()
+		s.link = nil
+	}()
+	return tap.Receive(ctx, s.link)
+}
+
 // Conn is the byte stream to the agent.
 func (s *Sandbox) Conn() io.ReadWriteCloser { return s.conn }
 
@@ -224,6 +257,9 @@ func (s *Sandbox) Close() error {
 	s.once.Do(func() {
 		if s.conn != nil {
 			s.conn.Close()
+		}
+		if s.link != nil {
+			s.link.Close()
 		}
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()
