@@ -86,7 +86,12 @@ type Config struct {
 	AgentPath string `json:"-"`
 	// Logger receives diagnostics; default: discard.
 	Logger *slog.Logger `json:"-"`
-	// OnEvent, when set, receives lifecycle and exec events.
+	// OnEvent, when set, receives lifecycle, exec, file and network
+	// events. It is called from several goroutines at once, so it must
+	// be safe for concurrent use, and it should return quickly: HTTP
+	// request events wait for it, and DNS and connection events pass
+	// through a bounded queue that drops them (NetworkStats counts them)
+	// when it falls behind.
 	OnEvent func(Event) `json:"-"`
 }
 

@@ -101,16 +101,10 @@ func TestUnprivilegedEgressChild(t *testing.T) {
 		t.Fatal("the unprivileged run is root")
 	}
 	dnsAddr, caFile, _ := strings.Cut(spec, ",")
-	var ev []airlock.NetworkEvent
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sb, err := airlock.Create(ctx, airlock.Config{
 		Network: &policy.Config{AllowedHosts: []string{testnet.API}, DNSServers: []string{dnsAddr}, ExtraRootCAs: []string{caFile}},
-		OnEvent: func(e airlock.Event) {
-			if e.Network != nil {
-				ev = append(ev, *e.Network)
-			}
-		},
 	})
 	if err != nil {
 		t.Fatalf("create a sandbox with a network, unprivileged: %v", err)
