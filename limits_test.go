@@ -58,11 +58,20 @@ func TestLimitsForkBomb(t *testing.T) {
 	}
 	hostBefore := len(hostProcs(t))
 
-	res, err := sb.Run(ctx, airlock.Command{Shell: "f(){ f|f & }; f; wait", Timeout: 5 * time.Second})
+	// The command outlives the bomb's first generations, so that its
+	// timeout kills the whole bomb: a bomb whose command exits by itself
+	// leaves background processes, which airlock keeps (they may be a
+	// command's daemons), and at the pids limit such a bomb can sustain
+	// itself. (exec: the command needs no fork of its own once the
+	// bomb has taken every pid.)
+	res, err := sb.Run(ctx, airlock.Command{Shell: "f(){ f|f & }; f; exec sleep 60", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("fork bomb: %v", err)
 	}
 	t.Logf("fork bomb: exit %d killed_by %q limits_hit %q", res.ExitCode, res.KilledBy, res.LimitsHit)
+	if res.KilledBy != "timeout" {
+		t.Errorf("KilledBy = %q, want timeout", res.KilledBy)
+	}
 	if isRoot() && !slices.Contains(res.LimitsHit, "pids") {
 		t.Errorf("LimitsHit = %q, want pids", res.LimitsHit)
 	}
@@ -92,7 +101,7 @@ func TestLimitsForkBomb(t *testing.T) {
 		t.Errorf("host process count grew from %d to %d", hostBefore, after)
 	}
 
-	// The bomb dies out: the sandbox comes back to just its spawner.
+	// The bomb is gone: the sandbox comes back to just its spawner.
 	if !waitFor(30*time.Second, func() bool { return len(procsInSandbox(sb.PID())) <= 2 }) {
 		t.Fatalf("30 s after the fork bomb's command ended, %d processes still run in the sandbox", len(procsInSandbox(sb.PID())))
 	}
