@@ -22,23 +22,15 @@ import (
 // without Config.Network.
 var ErrNoNetwork = errors.New("this sandbox has no network: it was created without a network policy; create it with one (network with an empty allowed_hosts list allows nothing, and hosts can then be added while it runs)")
 
-// Paths of the interception CA inside the sandbox, and the variables that
-// point common clients at it.
-const (
-	sandboxCAFile     = "/etc/airlock/ca.pem"
-	sandboxBundleFile = "/etc/airlock/ca-bundle.crt"
-	hostBundleFile    = "/etc/ssl/certs/ca-certificates.crt"
-)
-
 // caEnv are the variables that make TLS clients in the sandbox trust the
 // interception CA, for those that do not read the system store.
 func caEnv() map[string]string {
 	return map[string]string{
-		"SSL_CERT_FILE":       sandboxBundleFile,
-		"REQUESTS_CA_BUNDLE":  sandboxBundleFile,
-		"CURL_CA_BUNDLE":      sandboxBundleFile,
-		"GIT_SSL_CAINFO":      sandboxBundleFile,
-		"NODE_EXTRA_CA_CERTS": sandboxCAFile,
+		"SSL_CERT_FILE":       agentproto.TrustBundleFile,
+		"REQUESTS_CA_BUNDLE":  agentproto.TrustBundleFile,
+		"CURL_CA_BUNDLE":      agentproto.TrustBundleFile,
+		"GIT_SSL_CAINFO":      agentproto.TrustBundleFile,
+		"NODE_EXTRA_CA_CERTS": agentproto.TrustCAFile,
 	}
 }
 
@@ -46,7 +38,7 @@ func caEnv() map[string]string {
 type network struct {
 	policy *policy.Policy
 	ca     *intercept.CA
-	// running parts, set once the boundary is up (see startNetwork).
+	// running parts, set once the boundary is up (see run).
 	stack  *netstack.Stack
 	icpt   *intercept.Interceptor
 	link   *os.File
@@ -110,17 +102,7 @@ func (n *network) configureBoot(b *agentproto.Boot) {
 		fmt.Fprintf(&rc, "nameserver %s\n", a)
 	}
 	b.Root.Etc["resolv.conf"] = []byte(rc.String())
-	caPEM := n.ca.CertPEM()
-	bundle := caPEM
-	if host, err := os.ReadFile(hostBundleFile); err == nil {
-		bundle = slices.Concat(host, []byte("\n"), caPEM)
-	}
-	b.Root.Etc["airlock/ca.pem"] = caPEM
-	b.Root.Etc["airlock/ca-bundle.crt"] = bundle
-	if b.Root.EtcBinds == nil {
-		b.Root.EtcBinds = map[string]string{}
-	}
-	b.Root.EtcBinds["ssl/certs/ca-certificates.crt"] = "airlock/ca-bundle.crt"
+	b.Root.TrustCA = n.ca.CertPEM()
 	extra := caEnv()
 	maps.Copy(extra, n.policy.Env())
 	for _, k := range slices.Sorted(maps.Keys(extra)) {

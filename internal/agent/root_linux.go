@@ -3,8 +3,10 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -94,8 +96,8 @@ func buildRoot(b *agentproto.Boot) error {
 			return fmt.Errorf("write /etc/%s: %w", name, err)
 		}
 	}
-	for target, src := range b.Root.EtcBinds {
-		if err := bindEtc(filepath.Join(root, "etc"), target, src); err != nil {
+	if len(b.Root.TrustCA) > 0 {
+		if err := installCA(root, b.Root.TrustCA); err != nil {
 			return err
 		}
 	}
@@ -119,29 +121,51 @@ func buildRoot(b *agentproto.Boot) error {
 	return os.Chdir("/")
 }
 
-// bindEtc binds the generated file etc/src over etc/target, read-only.
-// The target must be a regular file (never a symlink, which would resolve
-// outside the sandbox's tree here), or missing in a writable directory.
-func bindEtc(etc, target, src string) error {
-	t := filepath.Join(etc, filepath.Clean("/"+target))
-	s := filepath.Join(etc, filepath.Clean("/"+src))
-	fi, err := os.Lstat(t)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(filepath.Dir(t), 0o755); err != nil {
-			return nil // a read-only directory without that file
-		}
-		f, err := os.OpenFile(t, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+// maxTrustStore bounds the root's certificate store read into the
+// bundle.
+const maxTrustStore = 16 << 20
+
+// installCA puts the network's CA in the sandbox's trust: ca.pem, a
+// bundle of the root's own store and the CA, and that bundle bound
+// read-only over the store. The store is read through an os.Root, so a
+// symlink in a prepared root resolves inside it; only a store that is a
+// regular file, reached without symlinks, is covered by the bind
+// (otherwise the CA variables that point at the bundle remain).
+func installCA(root string, ca []byte) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rel := func(p string) string { return strings.TrimPrefix(p, "/") }
+	if err := r.MkdirAll(filepath.Dir(rel(agentproto.TrustCAFile)), 0o755); err != nil {
+		return fmt.Errorf("install the network's CA: %w", err)
+	}
+	if err := r.WriteFile(rel(agentproto.TrustCAFile), ca, 0o644); err != nil {
+		return fmt.Errorf("install the network's CA: %w", err)
+	}
+	var store []byte
+	if f, err := r.Open(rel(agentproto.TrustStoreFile)); err == nil {
+		store, err = io.ReadAll(io.LimitReader(f, maxTrustStore))
+		f.Close()
 		if err != nil {
+			return fmt.Errorf("read %s: %w", agentproto.TrustStoreFile, err)
+		}
+	}
+	bundle := append(append(store, '\n'), ca...)
+	if err := r.WriteFile(rel(agentproto.TrustBundleFile), bundle, 0o644); err != nil {
+		return fmt.Errorf("install the network's CA: %w", err)
+	}
+	// The bind goes by path: only when no component of the store's path
+	// is a symlink, which here would resolve against the host's root.
+	// Nothing in the sandbox runs yet, so nothing can change them.
+	for p := rel(agentproto.TrustStoreFile); p != "."; p = filepath.Dir(p) {
+		fi, err := r.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 || (p == rel(agentproto.TrustStoreFile) && !fi.Mode().IsRegular()) {
 			return nil
 		}
-		f.Close()
-	case err != nil:
-		return fmt.Errorf("bind /etc/%s: %w", target, err)
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("bind /etc/%s: it is not a regular file (%v)", target, fi.Mode().Type())
 	}
-	return bindReadOnly(s, t)
+	return bindReadOnly(filepath.Join(root, rel(agentproto.TrustBundleFile)), filepath.Join(root, rel(agentproto.TrustStoreFile)))
 }
 
 // replicate makes dst mirror the host path src: the same symlink, or a

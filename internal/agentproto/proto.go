@@ -78,6 +78,13 @@ type LinkSpec struct {
 	MTU       uint32 `cbor:"mtu"`
 }
 
+// Where the agent puts RootSpec.TrustCA, inside the sandbox.
+const (
+	TrustCAFile     = "/etc/airlock/ca.pem"
+	TrustBundleFile = "/etc/airlock/ca-bundle.crt"
+	TrustStoreFile  = "/etc/ssl/certs/ca-certificates.crt"
+)
+
 // RootSpec describes the sandbox's root filesystem in process mode.
 type RootSpec struct {
 	// Stage is an empty host directory where the new root is assembled.
@@ -92,12 +99,12 @@ type RootSpec struct {
 	// HostEtc lists /etc entries bound read-only from the host (for example
 	// ssl, alternatives, ld.so.cache).
 	HostEtc []string `cbor:"host_etc,omitempty"`
-	// EtcBinds puts generated files over existing ones: target -> source,
-	// both relative to /etc, the source one of Etc. Used for the trust
-	// store (ssl/certs/ca-certificates.crt), which lives in a host
-	// directory bound read-only. A missing target is created when its
-	// directory is writable, and skipped otherwise.
-	EtcBinds map[string]string `cbor:"etc_binds,omitempty"`
+	// TrustCA, when set, is a PEM certificate the sandbox's TLS clients
+	// must trust (the network's interception CA): the agent writes it to
+	// TrustCAFile, writes TrustBundleFile with the root's own store
+	// (/etc/ssl/certs/ca-certificates.crt) and the CA, and binds that
+	// bundle over the store when the store is a regular file.
+	TrustCA []byte `cbor:"trust_ca,omitempty"`
 }
 
 // Rlimits are applied to user commands. Core dumps are always disabled.
