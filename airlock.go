@@ -95,20 +95,12 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	c := cfg.withDefaults()
 	start := time.Now()
-	viaAgent := false
-	if c.Network != nil {
-		var err error
-		if viaAgent, err = checkNetworkSupport(c.Isolation); err != nil {
-			return nil, err
-		}
-	}
 	nw, err := newNetwork(&c)
 	if err != nil {
 		return nil, err
 	}
 	boot := bootConfig(id, &c)
 	if nw != nil {
-		nw.viaAgent = viaAgent
 		nw.configureBoot(boot)
 	}
 	b, err := startBoundary(ctx, id, &c, boot)
@@ -122,26 +114,27 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 		return nil, err
 	}
 	if nw != nil && !nw.viaAgent {
+		// Made from here while the agent boots.
 		if err := nw.attach(b.PID()); err != nil {
-			return fail(fmt.Errorf("start sandbox: %w", err))
-		}
-		if err := nw.run(s.log, s.emitNetwork); err != nil {
 			return fail(fmt.Errorf("start sandbox: %w", err))
 		}
 	}
 	if err := s.handshake(ctx, boot); err != nil {
 		return fail(err)
 	}
-	if nw != nil && nw.viaAgent {
-		// The agent sent its TAP device before it answered the
-		// handshake, and no command has run yet.
-		lr, ok := b.(linkReceiver)
-		if !ok {
-			return fail(fmt.Errorf("start sandbox: the %s boundary cannot pass a network interface", c.Isolation))
+	if nw != nil {
+		if nw.viaAgent {
+			// The agent sent its TAP device before it answered the
+			// handshake.
+			lr, ok := b.(linkReceiver)
+			if !ok {
+				return fail(fmt.Errorf("start sandbox: the %s boundary cannot pass a network interface", c.Isolation))
+			}
+			if nw.link, err = lr.ReceiveLink(ctx); err != nil {
+				return fail(fmt.Errorf("start sandbox: %w", err))
+			}
 		}
-		if nw.link, err = lr.ReceiveLink(ctx); err != nil {
-			return fail(fmt.Errorf("start sandbox: %w", err))
-		}
+		// No command has run yet.
 		if err := nw.run(s.log, s.emitNetwork); err != nil {
 			return fail(fmt.Errorf("start sandbox: %w", err))
 		}

@@ -56,11 +56,16 @@ func (n *network) side() netstack.SandboxSide {
 	return (&netstack.Config{}).SandboxSide()
 }
 
-// newNetwork checks the network part of c and prepares its policy and
-// CA, before anything is started.
+// newNetwork checks the network part of c, and that this process can
+// give the sandbox a network, and prepares its policy and CA, before
+// anything is started.
 func newNetwork(c *Config) (*network, error) {
 	if c.Network == nil {
 		return nil, nil
+	}
+	viaAgent, err := checkNetworkSupport(c.Isolation)
+	if err != nil {
+		return nil, err
 	}
 	p, err := policy.New(*c.Network, policy.Options{
 		HostAddrs:   hostAddrs(),
@@ -85,7 +90,7 @@ func newNetwork(c *Config) (*network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the TLS interception CA: %w", err)
 	}
-	return &network{policy: p, ca: ca}, nil
+	return &network{policy: p, ca: ca, viaAgent: viaAgent}, nil
 }
 
 // configureBoot gives the sandbox its name server, the CA in its trust
