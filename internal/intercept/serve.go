@@ -56,6 +56,23 @@ func (i *Interceptor) newConn(conn net.Conn, dst netip.AddrPort, names []string,
 	return c
 }
 
+// begin registers a sandbox connection, closed when ctx ends; end
+// releases it. A nil connection means the Interceptor is closed (conn is
+// closed then).
+func (i *Interceptor) begin(ctx context.Context, conn net.Conn, dst netip.AddrPort, names []string, isTLS bool) (c *sandboxConn, end func()) {
+	c = i.newConn(conn, dst, names, isTLS)
+	if !i.track(c) {
+		conn.Close()
+		return nil, nil
+	}
+	stop := context.AfterFunc(ctx, func() { c.raw.Close() })
+	return c, func() {
+		stop()
+		c.raw.Close()
+		i.untrack(c)
+	}
+}
+
 // ServeTLS serves one TCP connection from the sandbox whose first bytes
 // are a TLS ClientHello (conn replays them). dst is where the sandbox
 // connected, names the names DNS pinned to dst's address. The handshake
@@ -63,15 +80,11 @@ func (i *Interceptor) newConn(conn net.Conn, dst netip.AddrPort, names []string,
 // or an address, a name not among names, or one the policy does not
 // allow. ServeTLS returns when the connection is over, and closes conn.
 func (i *Interceptor) ServeTLS(ctx context.Context, conn net.Conn, dst netip.AddrPort, names []string) {
-	c := i.newConn(conn, dst, names, true)
-	if !i.track(c) {
-		conn.Close()
+	c, end := i.begin(ctx, conn, dst, names, true)
+	if c == nil {
 		return
 	}
-	defer i.untrack(c)
-	defer c.raw.Close()
-	stop := context.AfterFunc(ctx, func() { c.raw.Close() })
-	defer stop()
+	defer end()
 
 	tc := tls.Server(c.raw, i.tlsConfig)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
@@ -98,15 +111,11 @@ func (i *Interceptor) ServeTLS(ctx context.Context, conn net.Conn, dst netip.Add
 // preface (conn replays them). dst and names are as for ServeTLS. It
 // returns when the connection is over, and closes conn.
 func (i *Interceptor) ServeHTTP(ctx context.Context, conn net.Conn, dst netip.AddrPort, names []string) {
-	c := i.newConn(conn, dst, names, false)
-	if !i.track(c) {
-		conn.Close()
+	c, end := i.begin(ctx, conn, dst, names, false)
+	if c == nil {
 		return
 	}
-	defer i.untrack(c)
-	defer c.raw.Close()
-	stop := context.AfterFunc(ctx, func() { c.raw.Close() })
-	defer stop()
+	defer end()
 	c.serve(ctx, c.raw)
 }
 

@@ -89,15 +89,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Policy == nil {
 		return c, errors.New("netstack: Config.Policy is required")
 	}
-	if !c.GatewayV4.IsValid() {
-		c.GatewayV4 = DefaultGatewayV4
-	}
-	if !c.SandboxV4.IsValid() {
-		c.SandboxV4 = DefaultSandboxV4
-	}
-	if c.MTU == 0 {
-		c.MTU = DefaultMTU
-	}
+	c = c.withAddressing()
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
 	}
@@ -120,6 +112,21 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// withAddressing returns c with its zero addresses and MTU set to their
+// defaults.
+func (c Config) withAddressing() Config {
+	if !c.GatewayV4.IsValid() {
+		c.GatewayV4 = DefaultGatewayV4
+	}
+	if !c.SandboxV4.IsValid() {
+		c.SandboxV4 = DefaultSandboxV4
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	return c
+}
+
 // SandboxSide is what the inside of the sandbox must configure on its only
 // interface.
 type SandboxSide struct {
@@ -140,16 +147,7 @@ type SandboxSide struct {
 // SandboxSide describes what the inside of the sandbox must configure,
 // with the defaults applied.
 func (c *Config) SandboxSide() SandboxSide {
-	d := *c
-	if !d.GatewayV4.IsValid() {
-		d.GatewayV4 = DefaultGatewayV4
-	}
-	if !d.SandboxV4.IsValid() {
-		d.SandboxV4 = DefaultSandboxV4
-	}
-	if d.MTU == 0 {
-		d.MTU = DefaultMTU
-	}
+	d := c.withAddressing()
 	return SandboxSide{
 		Address:   d.SandboxV4,
 		Gateway:   d.GatewayV4,

@@ -38,8 +38,8 @@ type Config struct {
 // CAP_NET_ADMIN over that namespace and CAP_SYS_ADMIN to enter it, and must
 // be able to open /dev/net/tun: in practice, root.
 func Create(pid int, c Config) (*os.File, error) {
-	if c.Name == "" || len(c.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tap: invalid interface name %q", c.Name)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 	if err != nil {
@@ -84,10 +84,21 @@ func Create(pid int, c Config) (*os.File, error) {
 // namespaces (the agent), with CAP_NET_ADMIN there and /dev/net/tun
 // open to it.
 func CreateHere(c Config) (*os.File, error) {
-	if c.Name == "" || len(c.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tap: invalid interface name %q", c.Name)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	return create(c)
+}
+
+// check reports what is wrong with c before anything is made.
+func (c Config) check() error {
+	switch {
+	case c.Name == "" || len(c.Name) >= unix.IFNAMSIZ:
+		return fmt.Errorf("tap: invalid interface name %q", c.Name)
+	case !c.Address.IsValid() || !c.Gateway.IsValid():
+		return errors.New("tap: an IPv4 address and gateway are required")
+	}
+	return nil
 }
 
 // create makes and configures the device in the calling thread's network
@@ -129,9 +140,6 @@ func configure(c Config) error {
 		if err := netlink.LinkSetMTU(link, int(c.MTU)); err != nil {
 			return fmt.Errorf("tap: set the MTU of %s to %d: %w", c.Name, c.MTU, err)
 		}
-	}
-	if !c.Address.IsValid() || !c.Gateway.IsValid() {
-		return errors.New("tap: an IPv4 address and gateway are required")
 	}
 	if err := addAddr(link, c.Address); err != nil {
 		return err
