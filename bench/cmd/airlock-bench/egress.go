@@ -100,7 +100,10 @@ type egressResult struct {
 	NewNameTLS     *egressLatency `json:"https_new_name_tls_handshake,omitempty"`
 	BulkHTTPS      *egressBulk    `json:"bulk_https,omitempty"`
 	BulkHTTP       *egressBulk    `json:"bulk_http,omitempty"`
-	Leaves         egressLeaves   `json:"leaves"`
+	// SlirpSkipped says why the downloads were not also measured
+	// through slirp4netns.
+	SlirpSkipped string       `json:"slirp4netns_skipped,omitempty"`
+	Leaves       egressLeaves `json:"leaves"`
 }
 
 // egressSide is one way (direct or through airlock) of a latency series.
@@ -162,6 +165,11 @@ type egressBulk struct {
 	// same round by round.
 	Ratio      float64   `json:"ratio_percent"`
 	RoundRatio []float64 `json:"round_ratio_percent"`
+	// Slirp is the same download through slirp4netns, a user-mode
+	// network that forwards without inspecting, for comparison;
+	// SlirpRatio is its MBps / Direct.MBps, in percent.
+	Slirp      *throughput `json:"slirp4netns,omitempty"`
+	SlirpRatio float64     `json:"slirp4netns_ratio_percent,omitempty"`
 }
 
 // egressLeaves is what the interception CA minted while the client ran
@@ -422,39 +430,80 @@ func runEgress(ctx context.Context, p egressParams) (*egressResult, error) {
 		r.NewNameDNS, r.NewNameConnect, r.NewNameTLS = &phases[0], &phases[1], &phases[2]
 	}
 	if p.BulkBytes > 0 {
-		logf("bulk: %d MiB downloads, HTTPS and HTTP, %d each way", p.BulkBytes/mib, egressBulkRounds)
-		var dh, ah, dp, ap []time.Duration
-		var rh, rp []float64
+		slirp, why := slirpPath()
+		r.SlirpSkipped = why
+		also := ""
+		if slirp != "" {
+			also = ", and through slirp4netns"
+		}
+		logf("bulk: %d MiB downloads, HTTPS and HTTP, %d each way%s", p.BulkBytes/mib, egressBulkRounds, also)
+		type series struct {
+			d, a, s []time.Duration
+			ratios  []float64
+		}
+		var https, http series
 		path := fmt.Sprintf("/bytes?n=%d", p.BulkBytes)
 		for round := 0; round < egressBulkRounds; round++ {
 			for _, k := range []struct {
-				port   int
-				d, a   *[]time.Duration
-				ratios *[]float64
-			}{{443, &dh, &ah, &rh}, {80, &dp, &ap, &rp}} {
+				port int
+				s    *series
+			}{{443, &https}, {80, &http}} {
+				what := fmt.Sprintf("bulk :%d", k.port)
 				o := httpclient.Options{Mode: httpclient.Bulk, URLs: []string{api(k.port, path)}, WarmupURL: api(k.port, "/"), Count: 1, Warmup: 1}
-				d, a, err := m.pair(ctx, round, fmt.Sprintf("bulk :%d", k.port), fmt.Sprintf("bulk-%d", k.port), o)
+				// slirp4netns runs before the pair in even rounds and
+				// after it in odd ones, as the pair alternates.
+				var sl *httpclient.Result
+				runSlirp := func() error {
+					if slirp == "" {
+						return nil
+					}
+					var err error
+					if sl, err = m.slirp(ctx, slirp, o); err != nil {
+						return fmt.Errorf("%s, round %d: %w", what, round+1, err)
+					}
+					return nil
+				}
+				if round%2 == 0 {
+					if err := runSlirp(); err != nil {
+						return nil, err
+					}
+				}
+				d, a, err := m.pair(ctx, round, what, fmt.Sprintf("bulk-%d", k.port), o)
 				if err != nil {
 					return nil, err
 				}
-				for _, x := range []*httpclient.Result{d, a} {
-					if x.Bytes != p.BulkBytes {
-						return nil, fmt.Errorf("bulk :%d: got %d bytes of %d", k.port, x.Bytes, p.BulkBytes)
+				if round%2 == 1 {
+					if err := runSlirp(); err != nil {
+						return nil, err
 					}
 				}
-				dd, ad := msDuration(d.ElapsedMs), msDuration(a.ElapsedMs)
-				*k.d, *k.a = append(*k.d, dd), append(*k.a, ad)
-				*k.ratios = append(*k.ratios, 100*d.ElapsedMs/a.ElapsedMs)
+				for _, x := range []*httpclient.Result{d, a, sl} {
+					if x != nil && x.Bytes != p.BulkBytes {
+						return nil, fmt.Errorf("%s: got %d bytes of %d", what, x.Bytes, p.BulkBytes)
+					}
+				}
+				k.s.d, k.s.a = append(k.s.d, msDuration(d.ElapsedMs)), append(k.s.a, msDuration(a.ElapsedMs))
+				k.s.ratios = append(k.s.ratios, 100*d.ElapsedMs/a.ElapsedMs)
+				if sl != nil {
+					k.s.s = append(k.s.s, msDuration(sl.ElapsedMs))
+				}
 			}
 		}
-		bulk := func(d, a []time.Duration, ratios []float64) *egressBulk {
-			b := &egressBulk{Direct: newThroughput(p.BulkBytes, d), Airlock: newThroughput(p.BulkBytes, a), RoundRatio: ratios}
+		bulk := func(x series) *egressBulk {
+			b := &egressBulk{Direct: newThroughput(p.BulkBytes, x.d), Airlock: newThroughput(p.BulkBytes, x.a), RoundRatio: x.ratios}
 			if b.Direct.MBps > 0 {
 				b.Ratio = 100 * b.Airlock.MBps / b.Direct.MBps
 			}
+			if len(x.s) > 0 {
+				t := newThroughput(p.BulkBytes, x.s)
+				b.Slirp = &t
+				if b.Direct.MBps > 0 {
+					b.SlirpRatio = 100 * t.MBps / b.Direct.MBps
+				}
+			}
 			return b
 		}
-		r.BulkHTTPS, r.BulkHTTP = bulk(dh, ah, rh), bulk(dp, ap, rp)
+		r.BulkHTTPS, r.BulkHTTP = bulk(https), bulk(http)
 	}
 
 	if st, err := sb.NetworkStats(); err == nil && r.Leaves.MintsMeasured {

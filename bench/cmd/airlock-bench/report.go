@@ -429,10 +429,16 @@ func (r *report) writeEgress(w io.Writer, e *egressResult) {
 			return
 		}
 		p("| %s download of %d MiB (`/bytes`), median of %d | %s | %s | %.0f %% of direct |\n", scheme, e.BulkBytes/mib, e.BulkRounds, fmtMBps(b.Direct.MBps), fmtMBps(b.Airlock.MBps), b.Ratio)
+		if b.Slirp != nil {
+			p("| … the same through slirp4netns instead, which forwards without inspecting (MTU 65520) | %s | %s | %.0f %% of direct |\n", fmtMBps(b.Direct.MBps), fmtMBps(b.Slirp.MBps), b.SlirpRatio)
+		}
 	}
 	bulk("HTTPS", e.BulkHTTPS)
 	bulk("HTTP", e.BulkHTTP)
 	p("\n")
+	if e.SlirpSkipped != "" && (e.BulkHTTPS != nil || e.BulkHTTP != nil) {
+		p("The downloads were not also measured through slirp4netns: %s.\n\n", e.SlirpSkipped)
+	}
 
 	l := e.Leaves
 	mints := "not measured (the sandbox's CA was not found)"
