@@ -44,8 +44,10 @@ type Config struct {
 	// sandbox gets a placeholder in that variable; requests to the
 	// secret's hosts get the value in its place.
 	Secrets map[string]Secret `json:"secrets,omitempty"`
-	// ScrubResponses replaces echoes of secret values in responses by
-	// their placeholders.
+	// ScrubResponses replaces every secret's value by its placeholder in
+	// every response. Without it, only the responses of a secret's own
+	// hosts are scrubbed of its value: those are the only hosts airlock
+	// sends it to.
 	ScrubResponses bool `json:"scrub_responses,omitempty"`
 	// PolicyScript is Starlark source that may define
 	// is_host_allowed(host), on_request(req) and on_response(resp, req).

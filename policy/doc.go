@@ -33,8 +33,9 @@
 //     Substituter(host).Request, or URL and Header on the fields and
 //     Reader(body, limit) on a streamed body, after CheckBodyEncoding.
 //     Any error blocks, with ReasonOf(err) as the event's reason.
-//   - Each response: Scrubber (a no-op unless scrub_responses), then
-//     FilterResponse.
+//   - Each response: ResponseScrubber(sub) (the values of the secrets
+//     scoped to the request's host always; every secret's value with
+//     scrub_responses), then FilterResponse.
 //
 // Reason strings are "code" or "code: detail"; ReasonCode extracts the
 // code, one of the Reason constants.

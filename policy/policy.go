@@ -420,32 +420,43 @@ func (p *Policy) CheckBodyEncoding(contentEncoding string) error {
 	return &BlockError{Reason: ReasonSecretUnrewritable, Detail: fmt.Sprintf("a body with Content-Encoding %q cannot be scanned for secret placeholders", contentEncoding)}
 }
 
-// Scrubber returns the response scrubber: it replaces secret values by
-// their placeholders when ScrubResponses is set, and changes nothing
-// otherwise.
+// Scrubber returns the scrubber of every response: it replaces every
+// secret's value by its placeholder when ScrubResponses is set, and
+// changes nothing otherwise. Responses to requests use ResponseScrubber,
+// which covers more.
 func (p *Policy) Scrubber() *Scrubber { return p.scrubber }
 
 // ResponseScrubber returns the scrubber for the responses to requests
-// that sub rewrote: Scrubber's, plus the credentials sub re-encoded with
-// a value inside (the base64 of "user:value" in Basic authentication),
-// which a server echoing them would otherwise hand to the sandbox in a
-// form it can decode.
+// that sub was made for. Whatever ScrubResponses says, it scrubs the
+// values of the secrets scoped to sub's host, the only host airlock sends
+// them to and so the only one that can echo them, in each form they may
+// have gone out in: as they are, URL-escaped, and re-encoded in Basic
+// credentials (base64 of "user:value", which the sandbox could decode).
+// With ScrubResponses it also scrubs every other secret's value. Its
+// Active method is false when there is nothing to scrub.
 func (p *Policy) ResponseScrubber(sub *Substituter) *Scrubber {
-	if !p.scrubResponses || sub == nil {
+	if sub == nil {
 		return p.scrubber
 	}
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if len(sub.encoded) == 0 {
-		return p.scrubber
-	}
 	if sub.scrub == nil {
-		sub.scrub = &Scrubber{e: newEngine(slices.Concat(p.scrubber.e.rules, sub.encoded), "")}
+		var rules []rule
+		seen := make(map[string]bool)
+		for _, r := range slices.Concat(p.scrubber.e.rules, sub.scope, sub.encoded) {
+			if !seen[string(r.from)] {
+				seen[string(r.from)] = true
+				rules = append(rules, r)
+			}
+		}
+		sub.scrub = &Scrubber{e: newEngine(rules, "")}
 	}
 	return sub.scrub
 }
 
-// ScrubsResponses reports whether ScrubResponses is set.
+// ScrubsResponses reports whether ScrubResponses is set: whether every
+// response is scrubbed of every secret's value, not only of the values
+// sent to its host.
 func (p *Policy) ScrubsResponses() bool { return p.scrubResponses }
 
 // DNSServers returns the configured upstream resolvers; empty means the

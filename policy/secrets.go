@@ -58,10 +58,15 @@ type Substituter struct {
 	// which cannot go into a header.
 	headerUnsafe bool
 
+	// scope turns the values of the secrets scoped to the host back into
+	// their placeholders, as they are and URL-escaped: the forms in which
+	// they may go out, so the forms in which the host may echo them.
+	scope []rule
+
 	// encoded holds the credentials Header re-encoded with a value in
 	// them (base64 of "user:value" -> base64 of "user:placeholder"), so
 	// that a response echoing them can be scrubbed too; scrub caches the
-	// scrubber built with them.
+	// response scrubber (Policy.ResponseScrubber).
 	mu      sync.Mutex
 	encoded []rule
 	scrub   *Scrubber
@@ -94,8 +99,13 @@ func newSubstituter(secrets []secret, host string) *Substituter {
 		sec := &secrets[i]
 		from := []byte(sec.placeholder)
 		if sec.inScope(name, ok) {
+			escaped := escapeURLValue(sec.value)
 			plain = append(plain, rule{from: from, to: []byte(sec.value)})
-			url = append(url, rule{from: from, to: []byte(escapeURLValue(sec.value))})
+			url = append(url, rule{from: from, to: []byte(escaped)})
+			s.scope = append(s.scope, rule{from: []byte(sec.value), to: from})
+			if escaped != sec.value {
+				s.scope = append(s.scope, rule{from: []byte(escaped), to: from})
+			}
 			if strings.ContainsAny(sec.value, "\r\n\x00") {
 				s.headerUnsafe = true
 			}
@@ -244,11 +254,15 @@ func escapeURLValue(v string) string {
 
 // Scrubber replaces secret values in response data by their
 // placeholders, so that a server echoing a credential does not hand it
-// to the sandbox. It scrubs only when the policy's ScrubResponses is set;
-// otherwise it returns data unchanged.
+// to the sandbox. Policy.ResponseScrubber gives the one for a request's
+// response; one with nothing to scrub returns data unchanged.
 type Scrubber struct {
 	e *engine
 }
+
+// Active reports whether the scrubber can change anything: callers skip
+// scrubbing (and keep a body's length) when it cannot.
+func (s *Scrubber) Active() bool { return !s.e.empty() }
 
 // Bytes scrubs a whole buffer; it returns b itself when nothing changes.
 func (s *Scrubber) Bytes(b []byte) []byte {

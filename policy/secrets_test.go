@@ -448,10 +448,10 @@ func TestScrub(t *testing.T) {
 		t.Error("Bytes copied clean data")
 	}
 
-	// Off unless asked for.
+	// Every response of every host only when asked for.
 	off := secretsPolicy(t, false)
-	if got := off.Scrubber().String(in); got != in {
-		t.Errorf("scrubbed without scrub_responses: %q", got)
+	if got := off.Scrubber().String(in); got != in || off.Scrubber().Active() {
+		t.Errorf("scrubbed every response without scrub_responses: %q", got)
 	}
 }
 
@@ -491,7 +491,8 @@ func TestBytesNoCopy(t *testing.T) {
 
 // TestResponseScrubberCoversEncodedCredentials: Basic credentials that
 // the Substituter re-encoded with a value inside come back to the
-// sandbox as the sandbox sent them, when responses are scrubbed.
+// sandbox as the sandbox sent them, with or without scrub_responses,
+// since the host they were sent to is the one answering.
 func TestResponseScrubberCoversEncodedCredentials(t *testing.T) {
 	for _, scrub := range []bool{false, true} {
 		p := secretsPolicy(t, scrub)
@@ -507,22 +508,57 @@ func TestResponseScrubberCoversEncodedCredentials(t *testing.T) {
 			t.Fatalf("sent %q", dec)
 		}
 		echo := `{"authorization": "Basic ` + sent + `", "key": "` + openaiKey + `"}`
-		out := p.ResponseScrubber(s).String(echo)
-		if !scrub {
-			if out != echo {
-				t.Errorf("scrubbed without scrub_responses: %s", out)
-			}
-			continue
+		sc := p.ResponseScrubber(s)
+		if !sc.Active() {
+			t.Fatalf("scrub_responses=%v: the scrubber of a secret's own host is inactive", scrub)
 		}
+		out := sc.String(echo)
 		if strings.Contains(out, sent) || strings.Contains(out, openaiKey) {
-			t.Errorf("the value got through: %s", out)
+			t.Errorf("scrub_responses=%v: the value got through: %s", scrub, out)
 		}
 		if !strings.Contains(out, orig) || !strings.Contains(out, ph) {
-			t.Errorf("the sandbox's own forms are not restored: %s", out)
+			t.Errorf("scrub_responses=%v: the sandbox's own forms are not restored: %s", scrub, out)
 		}
-		// Another Substituter's scrubber is the policy's.
-		if p.ResponseScrubber(p.Substituter("api.openai.com")) != p.Scrubber() {
-			t.Error("a fresh Substituter has its own scrubber")
+		// The scrubber is built once per Substituter, and again when a
+		// new credential is re-encoded.
+		if p.ResponseScrubber(s) != sc {
+			t.Error("a second call built a new scrubber")
+		}
+	}
+}
+
+// TestResponseScrubberScope: without scrub_responses, a response is
+// scrubbed of the values of the secrets scoped to its request's host, as
+// they are and URL-escaped, and of nothing else; with it, of every value.
+func TestResponseScrubberScope(t *testing.T) {
+	echo := "openai " + openaiKey + " aws " + awsKey + " aws-in-url " + escapeURLValue(awsKey) + " gh " + ghToken
+	for _, scrub := range []bool{false, true} {
+		p := secretsPolicy(t, scrub)
+		env := p.Env()
+		for _, c := range []struct {
+			host string
+			want string
+		}{
+			{"api.openai.com", "openai " + env["OPENAI_API_KEY"] + " aws " + awsKey + " aws-in-url " + escapeURLValue(awsKey) + " gh " + ghToken},
+			{"s3.amazonaws.com", "openai " + openaiKey + " aws " + env["AWS_KEY"] + " aws-in-url " + env["AWS_KEY"] + " gh " + ghToken},
+			{"example.com", echo},
+		} {
+			want := c.want
+			if scrub {
+				// Every value, as it is; the URL-escaped form only where
+				// the secret went (nowhere else could have seen it).
+				want = "openai " + env["OPENAI_API_KEY"] + " aws " + env["AWS_KEY"] + " aws-in-url " + escapeURLValue(awsKey) + " gh " + env["GH"]
+				if c.host == "s3.amazonaws.com" {
+					want = strings.Replace(want, escapeURLValue(awsKey), env["AWS_KEY"], 1)
+				}
+			}
+			sc := p.ResponseScrubber(p.Substituter(c.host))
+			if got := sc.String(echo); got != want {
+				t.Errorf("scrub_responses=%v, %s:\n got %s\nwant %s", scrub, c.host, got, want)
+			}
+			if active := sc.Active(); active != (scrub || c.host != "example.com") {
+				t.Errorf("scrub_responses=%v, %s: Active = %v", scrub, c.host, active)
+			}
 		}
 	}
 }
