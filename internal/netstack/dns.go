@@ -214,7 +214,31 @@ func reply(hdr dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode
 	return out
 }
 
+// typeName names a question type for events. It adds the types that
+// dnsmessage does not name, among those a sandbox is likely to ask
+// (HTTPS and SVCB come from modern resolvers; NULL is a favourite of DNS
+// tunnels), so that events show a name instead of a number.
 func typeName(t dnsmessage.Type) string {
+	switch t {
+	case 10:
+		return "NULL"
+	case 43:
+		return "DS"
+	case 46:
+		return "RRSIG"
+	case 47:
+		return "NSEC"
+	case 48:
+		return "DNSKEY"
+	case 52:
+		return "TLSA"
+	case 64:
+		return "SVCB"
+	case 65:
+		return "HTTPS"
+	case 257:
+		return "CAA"
+	}
 	return strings.TrimPrefix(t.String(), "Type")
 }
 

@@ -81,3 +81,14 @@ func TestDNSAnswerBounds(t *testing.T) {
 		t.Errorf("two questions: %v %v", m.RCode, err)
 	}
 }
+
+func TestTypeName(t *testing.T) {
+	for typ, want := range map[dnsmessage.Type]string{
+		dnsmessage.TypeA: "A", dnsmessage.TypeAAAA: "AAAA", dnsmessage.TypeTXT: "TXT",
+		10: "NULL", 65: "HTTPS", 64: "SVCB", 257: "CAA", 12345: "12345",
+	} {
+		if got := typeName(typ); got != want {
+			t.Errorf("typeName(%d) = %q, want %q", typ, got, want)
+		}
+	}
+}
