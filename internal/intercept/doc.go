@@ -56,8 +56,27 @@
 //     (a scrubbed body loses its Content-Length). Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
-//   - A WebSocket upgrade passes the same checks; the upgraded connection
-//     is then spliced as it is. Other upgrades (h2c, which would carry
+//   - A WebSocket upgrade passes the same checks. When the policy has no
+//     secret, the upgraded connection is then spliced as it is.
+//     Otherwise its frames get the secret handling of bodies (package
+//     wsframe parses and writes them): the upgrade offers no extension
+//     (permessage-deflate would compress the payloads), and an upstream
+//     that takes one anyway fails it (502). Each message the sandbox
+//     sends goes through the substitution as a stream, whatever its
+//     fragmentation (a placeholder may straddle frames, and a message may
+//     leave in other frames than it came in, as RFC 6455 lets an
+//     intermediary do); pings, pongs and a close frame's reason are
+//     substituted whole; the frames leave masked with fresh keys. When
+//     the policy scrubs responses, the upstream's messages and control
+//     frames are scrubbed the same way. A placeholder of a secret not
+//     scoped to the host (secret_leak), a frame with RSV bits set
+//     (compressed, or of an extension), a control frame a value would
+//     take past 125 bytes or a frame past 16 MiB (secret_unrewritable),
+//     or one that breaks the protocol (bad_request) stops the WebSocket:
+//     nothing more goes upstream, whose connection is closed, and the
+//     sandbox gets a close frame with the reason (status 1008, 1009 or
+//     1002). The same faults in the upstream's frames close it too (1002
+//     or 1009, not a block). Other upgrades (h2c, which would carry
 //     further requests past every check) are not passed on: the request
 //     goes without them.
 //
@@ -65,7 +84,11 @@
 // once its response is over (or refused), with the URL as the hooks saw
 // it (placeholders, never values), the status, the body bytes each way,
 // and, when blocked, the reason (the bytes of a WebSocket after the
-// switch are not counted). A TLS handshake refused before any request
+// switch are not counted). A WebSocket's event, status 101, goes out
+// when the WebSocket is over, and is the one blocked by a fault in the
+// sandbox's frames; should such a block come after that event went out,
+// one more event of kind "http" for the same URL, status 101, says it
+// (blocked, with the reason). A TLS handshake refused before any request
 // yields one of kind "tcp".
 //
 // # Bounds
@@ -73,13 +96,13 @@
 // Nothing from the sandbox is trusted: the handshake has 10 seconds, a
 // request header 30 seconds and 64 KiB, an idle connection 2 minutes; an
 // HTTP/2 connection has at most 100 concurrent streams; bodies are
-// buffered only up to the hooks' bound and streamed otherwise.
+// buffered only up to the hooks' bound and streamed otherwise. WebSocket
+// frames, the sandbox's and the upstream's, declare at most 16 MiB each
+// and stream; at most 32 KiB of a message is held at a time.
 //
 // # Known limits
 //
 // A compressed response body is scrubbed as it is, so a secret value
-// inside compressed data is not found; the frames of an upgraded
-// connection (WebSocket) are neither substituted nor scrubbed (the
-// sandbox only ever has placeholders to send, so they cannot leak a
-// value, but an upstream echo of one is not scrubbed).
+// inside compressed data is not found. A WebSocket cannot use
+// permessage-deflate when the policy has secrets.
 package intercept

@@ -3,6 +3,7 @@ package intercept
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +47,9 @@ func (x *exchange) finish() {
 	if ev.StatusCode == 0 && x.switched {
 		ev.StatusCode = http.StatusSwitchingProtocols
 	}
-	if be := x.blocked.Load(); be != nil && !x.isBlocked {
-		// Found while the body streamed, after the response began.
+	if be := x.blocked.seal(); be != nil && !x.isBlocked {
+		// Found while the body streamed, after the response began, or
+		// in a WebSocket's frames.
 		ev.Blocked, ev.Reason = true, be.Error()
 	}
 	x.c.i.emit(ev)
@@ -137,11 +139,36 @@ func (r *recorder) Flush() {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// blockSlot records the first block found while a body streams.
+// blockSlot records the first block found while a body streams, or in
+// a WebSocket's frames.
 type blockSlot struct {
 	p atomic.Pointer[policy.BlockError]
+
+	mu     sync.Mutex
+	sealed bool // the exchange's event has taken the block
 }
 
 func (s *blockSlot) Load() *policy.BlockError { return s.p.Load() }
 
 func (s *blockSlot) note(be *policy.BlockError) { s.p.CompareAndSwap(nil, be) }
+
+// seal returns the block for the exchange's event; noteOpen notes no
+// block after it.
+func (s *blockSlot) seal() *policy.BlockError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sealed = true
+	return s.p.Load()
+}
+
+// noteOpen notes be, unless the exchange's event has gone out already
+// (then it reports false).
+func (s *blockSlot) noteOpen(be *policy.BlockError) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return false
+	}
+	s.note(be)
+	return true
+}

@@ -32,9 +32,10 @@ func (i *Interceptor) newProxy() *httputil.ReverseProxy {
 // proxy cloned. It keeps the hop-by-hop fields the proxy set for
 // trailers (Te) and for a WebSocket upgrade (Connection, Upgrade); any
 // other upgrade (such as h2c, which would carry further requests past
-// every check) is dropped, and the request goes as it is. It drops the
-// sandbox's request trailers, which could carry placeholders past the
-// substitution.
+// every check) is dropped, and the request goes as it is. A WebSocket
+// whose frames will be rewritten offers no extension (permessage-deflate
+// would compress them). It drops the sandbox's request trailers, which
+// could carry placeholders past the substitution.
 func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In.Context())
 	out := pr.Out
@@ -42,6 +43,9 @@ func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
 	keep := []string{"Te"}
 	if strings.EqualFold(out.Header.Get("Upgrade"), "websocket") {
 		keep = append(keep, "Connection", "Upgrade")
+		if i.rewritesFrames() {
+			h.Del(wsExtensions)
+		}
 	}
 	for _, k := range keep {
 		if v, ok := out.Header[k]; ok {

@@ -27,10 +27,17 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 		scrub.Header(res.Header)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// The body is the upgraded connection, spliced as it is; the
-		// proxy writes the 101 on the hijacked connection.
+		// The body is the upgraded connection (a WebSocket: rewrite
+		// passes on no other upgrade), which the proxy splices with the
+		// sandbox's once it has written the 101 there.
 		x.switched = true
-		return i.upgradeHooks(res, x)
+		if err := i.upgradeHooks(res, x); err != nil {
+			return err
+		}
+		if i.rewritesFrames() {
+			return i.rewriteFrames(res, x, scrub)
+		}
+		return nil
 	}
 
 	hasBody := res.Body != http.NoBody
