@@ -36,6 +36,9 @@ type Request struct {
 	Proto string // "HTTP/1.1" or "HTTP/2.0"
 	TLS   bool
 	SNI   string // the server name the client sent, if TLS
+	// Messages is what /ws received: the payload of each data message,
+	// its fragments joined.
+	Messages [][]byte
 }
 
 // Echo is the JSON that /echo answers with.
@@ -103,6 +106,10 @@ func (w *World) Requests(server string) []Request {
 			c := *r
 			c.Header = r.Header.Clone()
 			c.Body = append([]byte(nil), r.Body...)
+			c.Messages = make([][]byte, len(r.Messages))
+			for i, m := range r.Messages {
+				c.Messages[i] = append([]byte(nil), m...)
+			}
 			out = append(out, c)
 		}
 	}

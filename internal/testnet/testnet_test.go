@@ -454,6 +454,9 @@ func TestWebSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	wsEcho(t, plain, testnet.API)
+	if r, _ := w.LastRequest(testnet.API); len(r.Messages) != 2 || string(r.Messages[0]) != "hello ws" || len(r.Messages[1]) != 1000 {
+		t.Errorf("/ws recorded the messages %q", r.Messages)
+	}
 	secure, err := tls.Dial("tcp", testnet.OtherAddr+":443", &tls.Config{
 		RootCAs: w.CertPool(), ServerName: testnet.Other, NextProtos: []string{"http/1.1"},
 	})

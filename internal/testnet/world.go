@@ -40,7 +40,8 @@ import (
 //	/bytes?n=N        N bytes of Pattern, with Content-Length
 //	/discard          reads the body and answers {"bytes": <count>}
 //	/ws               WebSocket echo (HTTP/1.1): each frame comes back as
-//	                  it was sent, pings get pongs, a close is returned
+//	                  it was sent, pings get pongs, a close is returned;
+//	                  each message is recorded (Request.Messages)
 //	/status/NNN       status NNN (200 to 599), body "status NNN\n"
 //
 // and 404 for anything else. Every request to any HTTP server is recorded

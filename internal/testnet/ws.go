@@ -14,7 +14,8 @@ import (
 // wsGUID is RFC 6455's key suffix for Sec-WebSocket-Accept.
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-// wsMaxPayload bounds the frames /ws echoes.
+// wsMaxPayload bounds the frames /ws echoes, and the messages it
+// records.
 const wsMaxPayload = 16 << 20
 
 // WebSocketAccept is the Sec-WebSocket-Accept value that answers key.
@@ -36,7 +37,8 @@ func headerHas(h http.Header, name, token string) bool {
 
 // websocket is /ws: the RFC 6455 handshake over HTTP/1.1, then every data
 // frame back as it came (unmasked), a pong for each ping, and the close
-// frame returned before the connection closes.
+// frame returned before the connection closes. Each data message is
+// recorded in the request's Messages.
 func (w *World) websocket(rw http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Sec-WebSocket-Key")
 	if r.Method != http.MethodGet || !headerHas(r.Header, "Upgrade", "websocket") ||
@@ -69,6 +71,8 @@ func (w *World) websocket(rw http.ResponseWriter, r *http.Request) {
 	if err != nil || brw.Flush() != nil {
 		return
 	}
+	req := r.Context().Value(requestKey{}).(*Request)
+	var msg []byte
 	for {
 		op, fin, payload, err := readFrame(brw.Reader)
 		if err != nil {
@@ -88,6 +92,18 @@ func (w *World) websocket(rw http.ResponseWriter, r *http.Request) {
 		case 0xA: // pong
 			continue
 		default:
+			if len(msg)+len(payload) > wsMaxPayload {
+				_ = writeFrame(brw.Writer, 0x8, true, binary.BigEndian.AppendUint16(nil, 1009))
+				_ = brw.Flush()
+				return
+			}
+			msg = append(msg, payload...)
+			if fin {
+				w.mu.Lock()
+				req.Messages = append(req.Messages, msg)
+				w.mu.Unlock()
+				msg = nil
+			}
 			err = writeFrame(brw.Writer, op, fin, payload)
 		}
 		if err != nil || brw.Flush() != nil {

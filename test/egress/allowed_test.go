@@ -174,6 +174,54 @@ func TestAllowedWebSocket(t *testing.T) {
 	}
 }
 
+// TestSecretsInWebSocket proves that WebSocket messages get the secret
+// handling of request bodies. The placeholder sent to the secret's host
+// in a message, in one frame or split across two, arrives as the value
+// (the server records what it got), and with scrub_responses the echo
+// the sandbox reads carries the placeholder again. Sent to a host the
+// secret is not scoped to, it is blocked: the sandbox gets a close frame
+// (1008, policy violation), the server nothing of the message, and the
+// event says secret_leak.
+func TestSecretsInWebSocket(t *testing.T) {
+	e := start(t)
+	n, value := secretNetwork(e, true)
+	sb := e.box(t, n)
+	ph := placeholder(t, sb)
+	for _, split := range []string{"", "split"} {
+		m := e.mark()
+		out := tool(t, sb, `ws api.example.com /ws "key=$API_KEY" `+split)
+		noValue(t, "the echo", out, value)
+		if want := "frame: opcode=1 masked=0 'key=" + ph + "'"; !strings.Contains(out, want) {
+			t.Errorf("websocket %s: no %q in\n%s", split, want, out)
+		}
+		req, _ := e.w.LastRequest(testnet.API)
+		if len(req.Messages) != 1 || string(req.Messages[0]) != "key="+value {
+			t.Errorf("websocket %s: api.example.com got the messages %q, want the value in place", split, req.Messages)
+		}
+		ev := e.request(t, m, "https://api.example.com/ws")
+		if ev.Blocked || ev.StatusCode != 101 {
+			t.Errorf("websocket %s: event %+v, want 101, not blocked", split, ev)
+		}
+	}
+
+	m := e.mark()
+	out := tool(t, sb, `ws other.example.org /ws "key=$API_KEY"`)
+	if want := "close: code=1008 reason='airlock: blocked: " + policy.ReasonSecretLeak + "'"; !strings.Contains(out, want) {
+		t.Errorf("websocket to other.example.org: no %q in\n%s", want, out)
+	}
+	ev := e.request(t, m, "https://other.example.org/ws")
+	wantBlocked(t, ev, api.NetHTTP, policy.ReasonSecretLeak)
+	if ev.StatusCode != 101 {
+		t.Errorf("event status %d, want 101 (the block came after the upgrade)", ev.StatusCode)
+	}
+	for _, r := range e.w.Requests(testnet.Other) {
+		b, _ := json.Marshal(r)
+		if len(r.Messages) > 0 || strings.Contains(string(b), ph) || strings.Contains(string(b), value) {
+			t.Errorf("other.example.org got %s", b)
+		}
+	}
+}
+
 // TestAllowedStreaming proves that responses stream through the
 // interceptor: curl -N prints the first server-sent event of /hold
 // while the server still holds the stream open (it is released only

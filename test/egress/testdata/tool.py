@@ -11,7 +11,9 @@ where the test expects them.
     tool.py resolve NAME [4|6]             the addresses, or "error: ..."
     tool.py tcp HOST PORT SEND [banner]    what came back, or how it ended
     tool.py udp HOST PORT DATA [reply]     sent, and the reply if asked
-    tool.py ws HOST PATH MESSAGE           the handshake and the echoed frame
+    tool.py ws HOST PATH MESSAGE [split]   the handshake and the echoed message
+                                           (or the close frame); split sends
+                                           the message in two fragments
     tool.py get URL [NAME=VALUE...]        urllib: status and body
     tool.py post URL BODY [NAME=VALUE...]  http.client: status, blocked code, body
     tool.py keepalive HOST PATH            two requests on one connection,
@@ -131,7 +133,7 @@ def udp(host, port, data, reply=False):
         print("reply: %r" % got.decode())
 
 
-def ws(host, path, message):
+def ws(host, path, message, split=""):
     ctx = ssl.create_default_context()
     raw = socket.create_connection((host, 443), timeout=20)
     s = ctx.wrap_socket(raw, server_hostname=host)
@@ -156,19 +158,48 @@ def ws(host, path, message):
     for line in lines[1:]:
         if line.lower().startswith("sec-websocket-accept:"):
             print("accept ok: %s" % (line.split(":", 1)[1].strip() == accept))
-    # One masked text frame, as a client must send.
+    # A text message in masked frames, as a client must send: one, or
+    # two fragments.
     payload = message.encode()
-    mask = os.urandom(4)
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
-    b0, b1 = recvall(s, 2)
-    n = b1 & 0x7F
-    if n == 126:
-        n = struct.unpack(">H", recvall(s, 2))[0]
-    if b1 & 0x80:
-        recvall(s, 4)  # a masking key: the server must not send one
-    data = recvall(s, n)
-    print("frame: opcode=%d masked=%d %r" % (b0 & 0x0F, b1 >> 7, data.decode()))
+    parts = [payload]
+    if split == "split":
+        parts = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
+    for i, part in enumerate(parts):
+        b0 = (0x80 if i == len(parts) - 1 else 0) | (0x1 if i == 0 else 0x0)
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[j % 4] for j, b in enumerate(part))
+        if len(part) < 126:
+            head = bytes([b0, 0x80 | len(part)])
+        else:
+            head = bytes([b0, 0x80 | 126]) + struct.pack(">H", len(part))
+        s.sendall(head + mask + masked)
+    # The echo, whatever its fragments, or a close frame.
+    data, opcode, masked_bits = b"", None, 0
+    while True:
+        try:
+            b0, b1 = recvall(s, 2)
+        except EOFError:
+            print("closed")
+            return
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack(">H", recvall(s, 2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", recvall(s, 8))[0]
+        masked_bits |= b1 >> 7
+        if b1 & 0x80:
+            recvall(s, 4)  # a masking key: the server must not send one
+        chunk = recvall(s, n)
+        if b0 & 0x0F == 0x8:
+            code = struct.unpack(">H", chunk[:2])[0] if len(chunk) >= 2 else 0
+            print("close: code=%d reason=%r" % (code, chunk[2:].decode()))
+            return
+        if opcode is None:
+            opcode = b0 & 0x0F
+        data += chunk
+        if b0 & 0x80:
+            break
+    print("frame: opcode=%d masked=%d %r" % (opcode, masked_bits, data.decode()))
 
 
 def headers_of(args):
