@@ -51,9 +51,11 @@
 //     pass untouched. Its idle connections are closed when the sandbox's
 //     connection ends.
 //   - Responses stream back (server-sent events and chunked bodies are
-//     flushed as they arrive). When the policy scrubs responses, secret
-//     values in the header, body and trailers become placeholders again
-//     (a scrubbed body loses its Content-Length). Response hooks
+//     flushed as they arrive). Secret values in the header, body and
+//     trailers become placeholders again (a scrubbed body loses its
+//     Content-Length): the values of the secrets scoped to the request's
+//     host always, as they went out (policy.ResponseScrubber), and every
+//     secret's value when the policy scrubs responses. Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
 //   - A WebSocket upgrade passes the same checks. When the policy has no
@@ -66,9 +68,9 @@
 //     fragmentation (a placeholder may straddle frames, and a message may
 //     leave in other frames than it came in, as RFC 6455 lets an
 //     intermediary do); pings, pongs and a close frame's reason are
-//     substituted whole; the frames leave masked with fresh keys. When
-//     the policy scrubs responses, the upstream's messages and control
-//     frames are scrubbed the same way. A placeholder of a secret not
+//     substituted whole; the frames leave masked with fresh keys. The
+//     upstream's messages and control frames are scrubbed as response
+//     bodies are. A placeholder of a secret not
 //     scoped to the host (secret_leak), a frame with RSV bits set
 //     (compressed, or of an extension), a control frame a value would
 //     take past 125 bytes or a frame past 16 MiB (secret_unrewritable),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
@@ -237,9 +238,13 @@ func (h *harness) echo(w http.ResponseWriter, r *http.Request) {
 	h.completed.Add(1)
 	s := seen{Method: r.Method, URI: r.RequestURI, Host: r.Host, Proto: r.Proto, Header: r.Header, Body: string(body), Query: r.URL.Query().Get("key"), Path: r.URL.Path, Length: r.ContentLength}
 	s.User, s.Pass, _ = r.BasicAuth()
-	w.Header().Set("Content-Type", "application/json")
+	// The report goes back base64-encoded: the responses of a secret's
+	// host are scrubbed of its value, and the report must show the
+	// value that arrived.
+	b, _ := json.Marshal(s)
+	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Upstream-Proto", r.Proto)
-	_ = json.NewEncoder(w).Encode(s)
+	_, _ = io.WriteString(w, base64.StdEncoding.EncodeToString(b))
 }
 
 func (h *harness) scheme() string {
@@ -371,7 +376,11 @@ func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 func decodeSeen(t *testing.T, body []byte) seen {
 	t.Helper()
 	var s seen
-	if err := json.Unmarshal(body, &s); err != nil {
+	b, err := base64.StdEncoding.DecodeString(string(body))
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
 		t.Fatalf("upstream answer %q: %v", body, err)
 	}
 	return s

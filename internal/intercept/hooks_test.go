@@ -180,6 +180,36 @@ def on_response(resp, req):
 	}
 }
 
+// TestScrubScope: the responses of a secret's host are scrubbed of its
+// value whether or not scrub_responses is set, since that host is the
+// one airlock sent it to; with scrub_responses, those of every other
+// host are too.
+func TestScrubScope(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo", secretValue)
+		w.Write([]byte("value: " + secretValue))
+	})
+	for _, scrub := range []bool{false, true} {
+		pc := secretConfig()
+		pc.AllowedHosts = []string{apiHost, otherHost}
+		pc.ScrubResponses = scrub
+		h := newHarness(t, harnessConfig{policy: pc, handler: echo})
+		ph := h.placeholder()
+		for _, host := range []string{apiHost, otherHost} {
+			resp, body := do(t, h.client(false), newRequest(t, "GET", h.hostURL(host, "/"), nil))
+			h.event()
+			want := secretValue
+			if scrub || host == apiHost {
+				want = ph
+			}
+			if string(body) != "value: "+want || resp.Header.Get("X-Echo") != want {
+				t.Errorf("scrub_responses=%v, %s: body %q, X-Echo %q; want %q in both", scrub, host, body, resp.Header.Get("X-Echo"), want)
+			}
+		}
+		h.close()
+	}
+}
+
 // TestScrubStreaming: without hooks, a scrubbed body streams (and loses
 // its Content-Length, since placeholders and values differ in length).
 func TestScrubStreaming(t *testing.T) {

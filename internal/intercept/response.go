@@ -22,8 +22,8 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 	}
 	p := i.policy
 	var scrub *policy.Scrubber
-	if p.ScrubsResponses() {
-		scrub = p.ResponseScrubber(x.c.substituter(x.host))
+	if sc := p.ResponseScrubber(x.c.substituter(x.host)); sc.Active() {
+		scrub = sc
 		scrub.Header(res.Header)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {

@@ -301,8 +301,9 @@ func scrubConfig() policy.Config {
 // TestWebSocketSubstitute: the placeholder of a secret sent to its host
 // in a WebSocket becomes the value, in a message of one frame, in one
 // whose fragments split the placeholder (with a ping between them), and
-// in a ping. Scrubbing is off: the echoes carry the value. The upgrade
-// offers no extension upstream.
+// in a ping. The upstream's echoes come back with the placeholder, since
+// the responses of a secret's host are always scrubbed of its value. The
+// upgrade offers no extension upstream.
 func TestWebSocketSubstitute(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
@@ -319,14 +320,14 @@ func TestWebSocketSubstitute(t *testing.T) {
 			want := []struct {
 				op ws.OpCode
 				p  string
-			}{{ws.OpPong, "p:" + secretValue}, {ws.OpText, "key=" + secretValue + "."}, {ws.OpText, "second " + secretValue}}
+			}{{ws.OpPong, "p:" + ph}, {ws.OpText, "key=" + ph + "."}, {ws.OpText, "second " + ph}}
 			for _, w := range want {
 				if op, p, _ := c.recv(); op != w.op || p != w.p {
 					t.Errorf("got %d %q, want %d %q", op, p, w.op, w.p)
 				}
 			}
 			c.send(controlFrame(ws.OpClose, closeBody(ws.StatusNormalClosure, "bye "+ph)))
-			c.closed(ws.StatusNormalClosure, "bye "+secretValue)
+			c.closed(ws.StatusNormalClosure, "bye "+ph)
 			up.wait()
 
 			header, messages, _ := up.got()

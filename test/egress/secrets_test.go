@@ -116,13 +116,14 @@ func TestSecretsInjectedOnlyForScopedHost(t *testing.T) {
 	}
 }
 
-// TestSecretsScrubbedFromEchoedBasicCredentials proves that, with
-// scrub_responses, a server that echoes the Basic credentials it got
-// (curl -u user:$API_KEY) does not hand the sandbox the secret value
-// base64-encoded: the interceptor itself encoded it there.
+// TestSecretsScrubbedFromEchoedBasicCredentials proves that a server
+// that echoes the Basic credentials it got (curl -u user:$API_KEY) does
+// not hand the sandbox the secret value base64-encoded (the interceptor
+// itself encoded it there), without scrub_responses: the server is the
+// secret's own host.
 func TestSecretsScrubbedFromEchoedBasicCredentials(t *testing.T) {
 	e := start(t)
-	n, value := secretNetwork(e, true)
+	n, value := secretNetwork(e, false)
 	sb := e.box(t, n)
 	ph := placeholder(t, sb)
 	out := ok(t, sb, `curl -sS -u "user:$API_KEY" https://api.example.com/echo`)
@@ -231,13 +232,14 @@ func TestAttackSecretLeak(t *testing.T) {
 
 // TestSecretsNeverVisibleInSandbox proves that the secret's value is
 // nowhere the sandbox can look: its environment (env, every
-// /proc/*/environ), the files under /etc, and, with scrub_responses, a
-// response that echoes the value back (the sandbox sees the
-// placeholder, though the server got the value). No event carries the
-// value either (start's checks).
+// /proc/*/environ), the files under /etc, and a response of the
+// secret's host that echoes the value back (the sandbox sees the
+// placeholder, though the server got the value), with the default
+// policy (no scrub_responses). No event carries the value either
+// (start's checks).
 func TestSecretsNeverVisibleInSandbox(t *testing.T) {
 	e := start(t)
-	n, value := secretNetwork(e, true)
+	n, value := secretNetwork(e, false) // the default: no scrub_responses
 	sb := e.box(t, n)
 	ph := placeholder(t, sb)
 
