@@ -62,9 +62,10 @@ func TestLimitsForkBomb(t *testing.T) {
 	// timeout kills the whole bomb: a bomb whose command exits by itself
 	// leaves background processes, which airlock keeps (they may be a
 	// command's daemons), and at the pids limit such a bomb can sustain
-	// itself. (exec: the command needs no fork of its own once the
-	// bomb has taken every pid.)
-	res, err := sb.Run(ctx, airlock.Command{Shell: "f(){ f|f & }; f; exec sleep 60", Timeout: 5 * time.Second})
+	// itself. The command's shell forks once, before the bomb exists,
+	// and then execs: a shell whose own fork fails at the limit exits
+	// (dash: "Cannot fork", status 2) before its timeout.
+	res, err := sb.Run(ctx, airlock.Command{Shell: "f(){ f|f & }; f & exec sleep 60", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("fork bomb: %v", err)
 	}
