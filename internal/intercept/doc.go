@@ -39,8 +39,10 @@
 //     Bodies stream through the substitution: a short body of declared
 //     length is read whole (so it keeps its Content-Length and a leak in
 //     it stops the request before anything is sent); a longer one is sent
-//     as it is rewritten, without a length, and a leak found in it aborts
-//     the upstream request before it completes and answers 403. Request
+//     as it is rewritten, without a length, and a leak found in it (or
+//     its passing Config.MaxBody) aborts the upstream request before it
+//     completes and answers 403; one whose declared length passes
+//     Config.MaxBody is refused before anything is sent. Request
 //     trailers are dropped, since they would carry placeholders past the
 //     substitution.
 //   - Upstream: each sandbox connection has its own http.Transport, whose

@@ -115,7 +115,9 @@ func (x *exchange) substitute(r *http.Request, host string) *refusal {
 	}
 	maxBody := x.c.i.maxBody
 	switch {
-	case !x.stream && int64(len(x.whole)) > maxBody:
+	case !x.stream && int64(len(x.whole)) > maxBody, x.stream && r.ContentLength > maxBody:
+		// A streamed body whose declared length passes the bound is
+		// refused before any of it goes upstream.
 		return blockedBy(&policy.BlockError{Reason: policy.ReasonSecretUnrewritable, Detail: fmt.Sprintf("the body is longer than %d bytes, the most that is scanned for secret placeholders", maxBody)})
 	case !x.stream:
 		if x.whole, err = s.Bytes(x.whole); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -173,14 +174,26 @@ func TestSecretsUnrewritable(t *testing.T) {
 		}
 	})
 	for _, size := range []int{2000, 100 << 10} {
-		t.Run(fmt.Sprintf("body of %d bytes past MaxBody", size), func(t *testing.T) {
-			h := newHarness(t, harnessConfig{policy: secretConfig(), maxBody: 1024})
-			resp, body := do(t, h.client(false), newRequest(t, "POST", h.url("/"), strings.NewReader(strings.Repeat("x", size))))
-			h.checkBlocked(resp, body, http.StatusForbidden, policy.ReasonSecretUnrewritable)
-			if h.completed.Load() != 0 {
-				t.Error("upstream completed the request")
-			}
-		})
+		for _, declared := range []bool{true, false} {
+			t.Run(fmt.Sprintf("body of %d bytes past MaxBody, length declared %v", size, declared), func(t *testing.T) {
+				h := newHarness(t, harnessConfig{policy: secretConfig(), maxBody: 1024})
+				var src io.Reader = strings.NewReader(strings.Repeat("x", size))
+				if !declared {
+					src = io.MultiReader(src) // no length: chunked
+				}
+				resp, body := do(t, h.client(false), newRequest(t, "POST", h.url("/"), src))
+				h.checkBlocked(resp, body, http.StatusForbidden, policy.ReasonSecretUnrewritable)
+				if h.completed.Load() != 0 {
+					t.Error("upstream completed the request")
+				}
+				// A declared length past the bound is refused before
+				// anything goes upstream; a chunked body, once the bound
+				// is reached.
+				if declared && h.started.Load() != 0 {
+					t.Error("upstream got the request")
+				}
+			})
+		}
 	}
 	t.Run("no secrets, no bound", func(t *testing.T) {
 		h := newHarness(t, harnessConfig{maxBody: 1024})
