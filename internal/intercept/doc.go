@@ -57,7 +57,9 @@
 //     trailers become placeholders again (a scrubbed body loses its
 //     Content-Length): the values of the secrets scoped to the request's
 //     host always, as they went out (policy.ResponseScrubber), and every
-//     secret's value when the policy scrubs responses. Response hooks
+//     secret's value when the policy scrubs responses. Such a response
+//     is asked for, and passed on, without content coding (gzip and
+//     deflate are decoded; another coding is refused). Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
 //   - A WebSocket upgrade passes the same checks. When the policy has no
@@ -106,7 +108,9 @@
 //
 // # Known limits
 //
-// A compressed response body is scrubbed as it is, so a secret value
-// inside compressed data is not found. A WebSocket cannot use
+// A request whose response is scrubbed asks for no content coding
+// (Accept-Encoding: identity), and a gzip or deflate body that comes
+// anyway reaches the sandbox decoded; a response in any other coding is
+// refused (secret_unrewritable). A WebSocket cannot use
 // permessage-deflate when the policy has secrets.
 package intercept

@@ -2,7 +2,10 @@ package intercept
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -209,6 +212,74 @@ func TestScrubScope(t *testing.T) {
 		h.close()
 	}
 }
+
+// TestScrubCompressed: a request whose response is scrubbed asks for no
+// content coding; a server that compresses anyway has its gzip or
+// deflate body decoded, scrubbed and passed on plain, and any other
+// coding refused (secret_unrewritable). A host whose responses are not
+// scrubbed gets the sandbox's Accept-Encoding and sends its body as it
+// is.
+func TestScrubCompressed(t *testing.T) {
+	var mu sync.Mutex
+	var accepted string
+	compressed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepted = r.Header.Get("Accept-Encoding")
+		mu.Unlock()
+		var b bytes.Buffer
+		var zw io.WriteCloser
+		coding := strings.TrimPrefix(r.URL.Path, "/")
+		switch coding {
+		case "gzip":
+			zw = gzip.NewWriter(&b)
+		case "deflate":
+			zw = zlib.NewWriter(&b)
+		default:
+			zw = nopWriteCloser{&b} // claimed, not applied: never read
+		}
+		io.WriteString(zw, "value: "+secretValue)
+		zw.Close()
+		w.Header().Set("Content-Encoding", coding)
+		w.Write(b.Bytes())
+	})
+	h := newHarness(t, harnessConfig{policy: secretConfig(), handler: compressed})
+	ph := h.placeholder()
+	get := func(host, coding string) (*http.Response, []byte, string) {
+		req := newRequest(t, "GET", h.hostURL(host, "/"+coding), nil)
+		req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+		resp, body := do(t, h.client(false), req)
+		mu.Lock()
+		defer mu.Unlock()
+		return resp, body, accepted
+	}
+	for _, coding := range []string{"gzip", "deflate"} {
+		resp, body, sent := get(apiHost, coding)
+		h.event()
+		if sent != "identity" {
+			t.Errorf("%s: the secret's host was sent Accept-Encoding %q, want identity", coding, sent)
+		}
+		if string(body) != "value: "+ph || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: %s, Content-Encoding %q, body %q; want it decoded and scrubbed", coding, resp.Status, resp.Header.Get("Content-Encoding"), body)
+		}
+	}
+	resp, body, _ := get(apiHost, "br")
+	h.checkBlocked(resp, body, http.StatusForbidden, policy.ReasonSecretUnrewritable)
+
+	resp, body, sent := get(otherHost, "gzip")
+	h.event()
+	if sent != "gzip, deflate, br" || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("another host: Accept-Encoding %q sent, Content-Encoding %q back; want both untouched", sent, resp.Header.Get("Content-Encoding"))
+	}
+	if zr, err := gzip.NewReader(bytes.NewReader(body)); err != nil {
+		t.Errorf("another host: body is not gzip: %v", err)
+	} else if plain, _ := io.ReadAll(zr); string(plain) != "value: "+secretValue {
+		t.Errorf("another host: body %q", plain)
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 // TestScrubStreaming: without hooks, a scrubbed body streams (and loses
 // its Content-Length, since placeholders and values differ in length).

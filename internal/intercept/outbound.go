@@ -101,6 +101,12 @@ func (x *exchange) substitute(r *http.Request, host string) *refusal {
 			}
 		}
 	}
+	if p.ResponseScrubber(s).Active() {
+		// The response will be scrubbed, which compressed data defeats:
+		// ask for it plain (modifyResponse decodes what comes
+		// compressed anyway).
+		x.header.Set("Accept-Encoding", "identity")
+	}
 	if x.stream || len(x.whole) > 0 {
 		if err := p.CheckBodyEncoding(strings.Join(x.header.Values("Content-Encoding"), ", ")); err != nil {
 			return blockedBy(err)

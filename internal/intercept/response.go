@@ -2,10 +2,13 @@ package intercept
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/policy"
 )
@@ -44,8 +47,12 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 	orig := res.Body
 	var body io.Reader = res.Body
 	if scrub != nil && hasBody {
+		plain, err := decodedBody(res)
+		if err != nil {
+			return err
+		}
 		// Scrubbing changes the length.
-		body = scrub.Reader(body)
+		body = scrub.Reader(plain)
 		res.ContentLength = -1
 		res.Header.Del("Content-Length")
 	}
@@ -144,3 +151,38 @@ func (b *downstreamBody) Read(p []byte) (int, error) {
 }
 
 func (b *downstreamBody) Close() error { return b.orig.Close() }
+
+// decodedBody returns a response body to be scrubbed, decoded of its
+// Content-Encoding, since a value inside compressed data cannot be
+// found: gzip and deflate are decoded as they stream, and the sandbox
+// gets the body plain (without Content-Encoding). Any other coding, or
+// a compressed range (whose Content-Range counts encoded bytes), is
+// refused (secret_unrewritable). Requests whose responses are scrubbed
+// ask for no coding, so this is for servers that ignore that.
+func decodedBody(res *http.Response) (io.Reader, error) {
+	coding := strings.ToLower(strings.TrimSpace(strings.Join(res.Header.Values("Content-Encoding"), ",")))
+	if coding == "" || coding == "identity" {
+		return res.Body, nil
+	}
+	unrewritable := func(detail string) error {
+		return &policy.BlockError{Reason: policy.ReasonSecretUnrewritable, Detail: detail}
+	}
+	if res.StatusCode == http.StatusPartialContent {
+		return nil, unrewritable(fmt.Sprintf("a range of a response with Content-Encoding %q cannot be scanned for secret values", coding))
+	}
+	var r io.Reader
+	var err error
+	switch coding {
+	case "gzip", "x-gzip":
+		r, err = gzip.NewReader(res.Body)
+	case "deflate":
+		r, err = zlib.NewReader(res.Body)
+	default:
+		return nil, unrewritable(fmt.Sprintf("a response with Content-Encoding %q cannot be scanned for secret values", coding))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decoding the response's %s body to scrub it: %w", coding, err)
+	}
+	res.Header.Del("Content-Encoding")
+	return r, nil
+}

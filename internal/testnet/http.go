@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -219,7 +220,15 @@ func (w *World) echo(rw http.ResponseWriter, r *http.Request) {
 		e.Headers[k] = strings.Join(v, ", ")
 	}
 	rw.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(rw)
+	var out io.Writer = rw
+	if intParam(r, "gzip", 0) == 1 {
+		// A server that compresses whatever the client accepts.
+		rw.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(rw)
+		defer zw.Close()
+		out = zw
+	}
+	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(e)
 }

@@ -28,7 +28,8 @@ import (
 // Every HTTP and HTTPS site (not the private servers) serves:
 //
 //	/                 "hello from <name>\n"
-//	/echo             the request as JSON (see Echo), body included
+//	/echo             the request as JSON (see Echo), body included;
+//	                  ?gzip=1 compresses it whatever the client accepts
 //	/sse?n=3&gap_ms=200
 //	                  text/event-stream: "data: 1\n\n" to "data: n\n\n",
 //	                  each flushed, gap_ms apart

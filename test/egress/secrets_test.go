@@ -277,3 +277,32 @@ func TestSecretsNeverVisibleInSandbox(t *testing.T) {
 		t.Errorf("api.example.com got %q and %q, want the value", req.Header.Get("X-Api-Key"), req.RawQuery)
 	}
 }
+
+// TestSecretsScrubbedFromCompressedEcho proves that compression does
+// not carry a secret's value past the scrubbing: curl --compressed,
+// which accepts gzip, deflate, br and zstd, asks the secret's host for
+// an uncompressed response (the server gets Accept-Encoding: identity),
+// and a server that gzips its echo anyway has it decoded and scrubbed:
+// the sandbox reads the placeholder, in plain JSON.
+func TestSecretsScrubbedFromCompressedEcho(t *testing.T) {
+	e := start(t)
+	n, value := secretNetwork(e, false)
+	sb := e.box(t, n)
+	ph := placeholder(t, sb)
+	for _, path := range []string{"/echo", "/echo?gzip=1"} {
+		url := "https://api.example.com" + path
+		out := ok(t, sb, `curl -sS --compressed -D /tmp/headers -H "X-Api-Key: $API_KEY" "`+url+`" && grep -i '^content-encoding' /tmp/headers; true`)
+		noValue(t, url, out, value)
+		req, _ := e.w.LastRequest(testnet.API)
+		if req.Header.Get("X-Api-Key") != value || req.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("%s: api.example.com got X-Api-Key %q and Accept-Encoding %q, want the value and identity", url, req.Header.Get("X-Api-Key"), req.Header.Get("Accept-Encoding"))
+		}
+		if strings.Contains(strings.ToLower(out), "content-encoding") {
+			t.Errorf("%s: the sandbox got a content coding:\n%s", url, out)
+		}
+		var echo testnet.Echo
+		if err := json.Unmarshal([]byte(out), &echo); err != nil || echo.Headers["X-Api-Key"] != ph {
+			t.Errorf("%s: the sandbox read back %q (%v), want the placeholder in plain JSON", url, out, err)
+		}
+	}
+}
