@@ -57,9 +57,11 @@
 //     trailers become placeholders again (a scrubbed body loses its
 //     Content-Length): the values of the secrets scoped to the request's
 //     host always, as they went out (policy.ResponseScrubber), and every
-//     secret's value when the policy scrubs responses. Such a response
-//     is asked for, and passed on, without content coding (gzip and
-//     deflate are decoded; another coding is refused). Response hooks
+//     secret's value when the policy scrubs responses; interim (1xx)
+//     responses, which pass before the final one, are scrubbed alike.
+//     Such a response is asked for, and passed on, without content
+//     coding (gzip and deflate are decoded; another coding is refused).
+//     Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
 //   - A WebSocket upgrade passes the same checks. When the policy has no

@@ -5,8 +5,12 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,6 +278,40 @@ func TestScrubCompressed(t *testing.T) {
 		t.Errorf("another host: body is not gzip: %v", err)
 	} else if plain, _ := io.ReadAll(zr); string(plain) != "value: "+secretValue {
 		t.Errorf("another host: body %q", plain)
+	}
+}
+
+// TestScrubEarlyHints: an interim response (103 Early Hints), which
+// the proxy passes on before the final one, is scrubbed too.
+func TestScrubEarlyHints(t *testing.T) {
+	hints := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.js?k="+secretValue+">; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Write([]byte("ok"))
+	})
+	for _, h2 := range []bool{false, true} {
+		h := newHarness(t, harnessConfig{policy: secretConfig(), handler: hints, upstreamH2: h2})
+		ph := h.placeholder()
+		var mu sync.Mutex
+		var links []string
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, hdr textproto.MIMEHeader) error {
+				mu.Lock()
+				defer mu.Unlock()
+				links = append(links, fmt.Sprintf("%d %s", code, hdr.Get("Link")))
+				return nil
+			},
+		})
+		resp, body := do(t, h.client(h2), newRequest(t, "GET", h.url("/"), nil).WithContext(ctx))
+		h.event()
+		mu.Lock()
+		want := []string{"103 </app.js?k=" + ph + ">; rel=preload"}
+		if resp.StatusCode != 200 || string(body) != "ok" || !slices.Equal(links, want) {
+			t.Errorf("h2=%v: %s %q, interim responses %q; want %q", h2, resp.Status, body, links, want)
+		}
+		mu.Unlock()
+		h.close()
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"strings"
 	"sync"
 
@@ -84,10 +86,23 @@ func (i *Interceptor) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // roundTripper sends a request with its sandbox connection's transport.
+// The reverse proxy passes interim (1xx) responses, such as 103 Early
+// Hints, straight to the sandbox, past modifyResponse: their header
+// values are scrubbed here first (a trace added here runs before the
+// proxy's).
 type roundTripper struct{}
 
 func (roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	return exchangeOf(req.Context()).c.transport().RoundTrip(req)
+	x := exchangeOf(req.Context())
+	if scrub := x.c.i.policy.ResponseScrubber(x.c.substituter(x.host)); scrub.Active() {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+				scrub.Header(http.Header(h))
+				return nil
+			},
+		}))
+	}
+	return x.c.transport().RoundTrip(req)
 }
 
 // proxyError answers a request that could not be forwarded: 403 when
