@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -29,6 +30,11 @@ func Main(args []string) {
 		lvl = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("component", "agent")
+	if len(args) > 1 && args[1] == agentproto.HoldArg {
+		// Holding a user namespace for the host: nothing else to do.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return
+	}
 	if len(args) > 1 && args[1] == "zygote" {
 		var cfg ZygoteConfig
 		if len(args) > 2 {

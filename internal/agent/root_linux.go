@@ -32,7 +32,12 @@ func buildRoot(b *agentproto.Boot) error {
 	// A prepared root may live under the stage directory; keep a handle on
 	// it before the stage is covered.
 	var rootfsFD int = -1
-	if b.Root.RootFS != "" {
+	switch {
+	case b.Root.RootFSFD > 0:
+		// An idmapped mount of it, attached below once the stage is up.
+		unix.CloseOnExec(b.Root.RootFSFD)
+		defer unix.Close(b.Root.RootFSFD)
+	case b.Root.RootFS != "":
 		fd, err := unix.Open(b.Root.RootFS, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open rootfs %s (it must be a directory the sandbox's uid can read): %w", b.Root.RootFS, err)
@@ -50,12 +55,21 @@ func buildRoot(b *agentproto.Boot) error {
 	root := stage
 	if b.Root.RootFS != "" {
 		root = filepath.Join(stage, "merged")
-		for _, d := range []string{"upper", "work", "merged"} {
+		for _, d := range []string{"upper", "work", "merged", "lower"} {
 			if err := os.Mkdir(filepath.Join(stage, d), 0o755); err != nil {
 				return err
 			}
 		}
-		o := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,workdir=%s/work", rootfsFD, stage, stage)
+		lower := fmt.Sprintf("/proc/self/fd/%d", rootfsFD)
+		if b.Root.RootFSFD > 0 {
+			// overlayfs takes a layer from this mount namespace only;
+			// the sandbox never sees it, being outside the new root.
+			lower = filepath.Join(stage, "lower")
+			if err := unix.MoveMount(b.Root.RootFSFD, "", unix.AT_FDCWD, lower, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach the idmapped mount of rootfs %s: %w", b.Root.RootFS, err)
+			}
+		}
+		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", lower, stage, stage)
 		if err := unix.Mount("overlay", root, "overlay", 0, o); err != nil {
 			return fmt.Errorf("mount an overlay on rootfs %s: %w", b.Root.RootFS, err)
 		}

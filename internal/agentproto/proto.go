@@ -39,6 +39,12 @@ const (
 	OpRemove    Op = "remove"
 )
 
+// HoldArg, as the agent binary's first argument, makes it only wait for
+// the end of its standard input and exit: the host runs it so to hold a
+// user namespace with a sandbox's mapping while it makes an idmapped
+// mount through it.
+const HoldArg = "hold-userns"
+
 // Boot is the first frame the host sends. It tells the agent how to prepare
 // the sandbox before it accepts requests.
 type Boot struct {
@@ -92,6 +98,11 @@ type RootSpec struct {
 	// RootFS, when set, is a prepared root directory used (read-only)
 	// instead of the host's /usr, /bin, /sbin and /lib*.
 	RootFS string `cbor:"rootfs,omitempty"`
+	// RootFSFD, when not 0, is the agent's descriptor of a detached
+	// mount of RootFS, idmapped so that host root's files are the
+	// sandbox root's: the agent attaches it and uses it in place of the
+	// path.
+	RootFSFD int `cbor:"rootfs_fd,omitempty"`
 	// SizeBytes bounds the sandbox's writable tree (tmpfs size).
 	SizeBytes int64 `cbor:"size"`
 	// Etc holds generated /etc files, by name relative to /etc.

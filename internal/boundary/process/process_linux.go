@@ -92,13 +92,6 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	defer agentEnd.Close()
 
 	uid, gid := HostIDs(o.ID)
-	if boot.Root.RootFS != "" && os.Getuid() == 0 {
-		// A prepared root owned by host root is unwritable by a remapped
-		// root (capabilities do not apply to files whose owner is not
-		// mapped), so it keeps the caller's mapping. Said, not silent.
-		uid, gid = 0, 0
-		s.notes = append(s.notes, "with --rootfs under root, root in the sandbox is root on the host (without capabilities); run airlock as an unprivileged user, with a rootfs that user owns, for an unprivileged sandbox")
-	}
 	// The agent is executed through a descriptor opened here, so that no
 	// directory on its path has to be searchable by the sandbox's uid.
 	bin, err := os.Open(o.AgentPath)
@@ -109,7 +102,26 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	if err := checkExecutable(bin, uid); err != nil {
 		return nil, err
 	}
+	var tree *os.File
+	if boot.Root.RootFS != "" && os.Getuid() == 0 {
+		// A prepared root owned by host root would be unwritable by a
+		// remapped root (capabilities do not apply to files whose owner
+		// is not mapped): it is given through an idmapped mount, or,
+		// where none can be made, the sandbox keeps host root's
+		// mapping. Said, not silent.
+		if tree, err = idmappedTree(bin, boot.Root.RootFS, uid, gid); err != nil {
+			o.Log.Debug("no idmapped mount of the rootfs", "rootfs", boot.Root.RootFS, "err", err)
+			uid, gid = 0, 0
+			s.notes = append(s.notes, fmt.Sprintf("with --rootfs under root, root in the sandbox is root on the host (without capabilities), since no idmapped mount of the rootfs could be made (%v); run airlock as an unprivileged user, with a rootfs that user owns, for an unprivileged sandbox", err))
+		} else {
+			defer tree.Close()
+		}
+	}
 	extra := append([]*os.File{agentEnd}, cgFiles...)
+	if tree != nil {
+		boot.Root.RootFSFD = 3 + len(extra)
+		extra = append(extra, tree)
+	}
 	if boot.Link != nil {
 		// The agent makes the network interface and sends its file
 		// back on a channel of its own.

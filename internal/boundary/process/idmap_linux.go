@@ -1,0 +1,78 @@
+package process
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// idmappedTree returns a detached, read-only mount of dir through which
+// the files of host uid 0 and gid 0 belong to uid and gid: an idmapped
+// mount (Linux 5.12 and a filesystem that supports them) with the
+// sandbox's own mapping (root inside is uid, gid outside). The agent
+// attaches it in its mount namespace as the lower layer of the root's
+// overlay, so a root prepared and owned by host root is the sandbox
+// root's own (it can copy files up and change them) while the sandbox's
+// root stays an unprivileged uid on the host.
+//
+// The mapping has to be given as a user namespace: a holder process,
+// the agent binary bin in its hold mode, lives in a new one with that
+// mapping until the mount is made.
+func idmappedTree(bin *os.File, dir string, uid, gid int) (_ *os.File, err error) {
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer stdin.Close()
+	holder := &exec.Cmd{
+		Path:       "/proc/self/fd/3",
+		Args:       []string{"airlock-guest", agentproto.HoldArg},
+		Env:        []string{},
+		Dir:        "/",
+		Stdin:      stdin,
+		ExtraFiles: []*os.File{bin},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 syscall.CLONE_NEWUSER,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	if err := holder.Start(); err != nil {
+		release.Close()
+		return nil, fmt.Errorf("start a user namespace with the sandbox's mapping: %w", err)
+	}
+	defer func() {
+		release.Close() // the holder exits at the end of its input
+		if werr := holder.Wait(); werr != nil && err == nil {
+			err = fmt.Errorf("the user namespace's holder: %w", werr)
+		}
+	}()
+	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", holder.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("open the sandbox mapping's user namespace: %w", err)
+	}
+	defer userns.Close()
+
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return nil, fmt.Errorf("open_tree %s: %w", dir, err)
+	}
+	tree := os.NewFile(uintptr(fd), dir)
+	attr := &unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(userns.Fd()),
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		tree.Close()
+		return nil, fmt.Errorf("idmap the mount of %s: %w", dir, err)
+	}
+	return tree, nil
+}
