@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // Environment switches of the test binary.
@@ -56,35 +56,26 @@ func testMain(m *testing.M) int {
 		// The parent built the agent and left it where we can run it.
 		agentPath = p
 	} else {
-		dir, err := os.MkdirTemp("", "airlock-test-bin-")
+		dir, err := testbin.Dir("airlock-test-bin-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "TestMain:", err)
 			return 2
 		}
 		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-		if err := os.Chmod(dir, 0o755); err != nil {
+		bins, err := testbin.Build(dir, "airlock-guest")
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "TestMain:", err)
 			return 2
 		}
-		agentPath = filepath.Join(dir, "airlock-guest")
-		cmd := exec.Command("go", "build", "-o", agentPath, "./cmd/airlock-guest")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "TestMain: build airlock-guest: %v\n%s", err, out)
-			return 2
-		}
+		agentPath = bins[0]
 		os.Setenv("AIRLOCK_AGENT", agentPath)
 	}
-	home, err := os.MkdirTemp("", "airlock-test-home-")
+	home, err := testbin.Dir("airlock-test-home-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	cleanup = append(cleanup, func() { os.RemoveAll(home) })
-	if err := os.Chmod(home, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
-	}
 	homeDir = home
 	os.Setenv("AIRLOCK_HOME", home)
 	return m.Run()

@@ -6,10 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // envFakeRPC turns the test binary into a fake `airlock rpc` (see
@@ -32,16 +33,12 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "airlock-client-test-")
+	dir, err := testbin.Dir("airlock-client-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
-	}
 	buildErr = buildAirlock(dir)
 	if buildErr == nil {
 		realBin = dir
@@ -61,16 +58,8 @@ func buildAirlock(dir string) error {
 	if testing.Short() {
 		return fmt.Errorf("-short")
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "airlock"), "../cmd/airlock")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ../cmd/airlock: %v\n%s", err, out)
-	}
-	cmd = exec.Command("go", "build", "-o", filepath.Join(dir, "airlock-guest"), "../cmd/airlock-guest")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ../cmd/airlock-guest: %v\n%s", err, out)
-	}
-	return nil
+	_, err := testbin.Build(dir, "airlock", "airlock-guest")
+	return err
 }
 
 // fakeRPCMain is a minimal `airlock rpc` on stdin/stdout:

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 	"github.com/creack/pty"
 )
 
@@ -29,39 +29,24 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "airlock-cli-test-")
+	dir, err := testbin.Dir("airlock-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
+	bins, err := testbin.Build(dir, "airlock", "airlock-guest")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
-	cliBin = filepath.Join(dir, "airlock")
-	builds := [][]string{
-		{"go", "build", "-o", cliBin, "."},
-		{"go", "build", "-o", filepath.Join(dir, "airlock-guest"), "../airlock-guest"},
-	}
-	for _, b := range builds {
-		cmd := exec.Command(b[0], b[1:]...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "TestMain: %s: %v\n%s", strings.Join(b, " "), err, out)
-			return 2
-		}
-	}
-	home, err := os.MkdirTemp("", "airlock-cli-home-")
+	cliBin = bins[0]
+	home, err := testbin.Dir("airlock-cli-home-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	defer os.RemoveAll(home)
-	if err := os.Chmod(home, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
-	}
 	os.Setenv("AIRLOCK_HOME", home)
 	// The CLI must find airlock-guest next to itself.
 	os.Unsetenv("AIRLOCK_AGENT")

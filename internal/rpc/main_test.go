@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // testEnv is what the tests that start sandboxes share: the agent binary,
@@ -27,18 +27,12 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "airlock-rpc-test-")
+	dir, err := testbin.Dir("airlock-rpc-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	// Sandboxes run as other users when the tests run as root: they must
-	// be able to reach the agent.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
-	}
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
@@ -53,16 +47,13 @@ func testMain(m *testing.M) int {
 func needAgent(t testing.TB) {
 	t.Helper()
 	testEnv.once.Do(func() {
-		agent := filepath.Join(testEnv.dir, "airlock-guest")
-		cmd := exec.Command("go", "build", "-o", agent, "./cmd/airlock-guest")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			testEnv.buildErr = fmt.Errorf("build airlock-guest: %v\n%s", err, out)
+		bins, err := testbin.Build(testEnv.dir, "airlock-guest")
+		if err != nil {
+			testEnv.buildErr = err
 			return
 		}
-		testEnv.agent = agent
-		os.Setenv("AIRLOCK_AGENT", agent)
+		testEnv.agent = bins[0]
+		os.Setenv("AIRLOCK_AGENT", testEnv.agent)
 	})
 	if testEnv.buildErr != nil {
 		t.Fatal(testEnv.buildErr)

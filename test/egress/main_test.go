@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 	"github.com/airlock-sandbox/airlock/internal/testnet"
 	"github.com/airlock-sandbox/airlock/policy"
 )
@@ -26,26 +26,20 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envBuilt) == "" {
 		// Built once, here, before testnet re-executes this binary in
 		// its own network namespace.
-		dir, err := os.MkdirTemp("", "airlock-egress-test-")
+		dir, err := testbin.Dir("airlock-egress-test-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "TestMain:", err)
 			os.Exit(2)
 		}
 		code := func() int {
 			defer os.RemoveAll(dir)
-			if err := os.Chmod(dir, 0o755); err != nil {
+			bins, err := testbin.Build(dir, "airlock-guest")
+			if err != nil {
 				fmt.Fprintln(os.Stderr, "TestMain:", err)
 				return 2
 			}
-			agent := filepath.Join(dir, "airlock-guest")
-			cmd := exec.Command("go", "build", "-o", agent, "github.com/airlock-sandbox/airlock/cmd/airlock-guest")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "TestMain: build airlock-guest: %v\n%s", err, out)
-				return 2
-			}
 			home := filepath.Join(dir, "home")
-			os.Setenv("AIRLOCK_AGENT", agent)
+			os.Setenv("AIRLOCK_AGENT", bins[0])
 			os.Setenv("AIRLOCK_HOME", home)
 			os.Setenv(envBuilt, "1")
 			return testnet.Main(m)
