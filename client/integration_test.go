@@ -332,7 +332,7 @@ func TestRealControlSocket(t *testing.T) {
 	if err := exec.Command(bin, "attach", "--help").Run(); err != nil {
 		t.Skipf("%s has no detached sandboxes (attach --help: %v)", bin, err)
 	}
-	run := exec.Command(bin, "run", "--detach", "--timeout", "2m", "--", "sh", "-c", `read line; echo "got $line"; sleep 0.5; exit 7`)
+	run := exec.Command(bin, "run", "--detach", "--timeout", "2m", "--", "sh", "-c", `read line; echo "got $line"; exit 7`)
 	run.Env = append(os.Environ(), "AIRLOCK_AGENT="+filepath.Join(realBin, "airlock-guest"))
 	out, err := run.Output()
 	if err != nil {

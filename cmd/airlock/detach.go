@@ -260,8 +260,12 @@ func supervise(ctx context.Context) error {
 			reason = err.Error()
 		}
 	}
-	sb.Close()
+	// The control socket goes first: requests under way (a stdin write
+	// the main command has just consumed, an attach collecting its
+	// result) are answered while the sandbox still runs; then it is
+	// torn down.
 	sup.End(reason, code)
+	sb.Close()
 	return nil
 }
 

@@ -120,7 +120,14 @@ func (s *Supervision) serve(ctx context.Context, ln net.Listener, srv *rpc.Serve
 		go func() {
 			defer s.wg.Done()
 			defer conn.Close()
-			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			// When the supervision ends, the session stops reading, and
+			// answers the requests under way before its connection
+			// closes, within answerGrace for a client that does not
+			// read.
+			stop := context.AfterFunc(ctx, func() {
+				_ = conn.SetWriteDeadline(time.Now().Add(answerGrace))
+				closeRead(conn)
+			})
 			defer stop()
 			if err := srv.ServeWith(ctx, conn, conn, so); err != nil {
 				s.log.Debug("control session ended", "sandbox", s.id, "err", err)
@@ -160,4 +167,19 @@ func imageName(c airlock.Config) string {
 		return "host"
 	}
 	return c.Image
+}
+
+// answerGrace bounds how long the answers still due on a control
+// connection may take to write once the supervision ends.
+const answerGrace = 2 * time.Second
+
+// closeRead ends what a connection reads, keeping what it writes, when
+// it can; otherwise it closes it.
+func closeRead(c net.Conn) {
+	if cr, ok := c.(interface{ CloseRead() error }); ok {
+		if cr.CloseRead() == nil {
+			return
+		}
+	}
+	c.Close()
 }

@@ -36,27 +36,49 @@ func (ss *session) attach(ctx context.Context, j *job) (any, error) {
 		j.op.stdinWritten()
 	}
 	w := &chunkWriter{out: ss.out, id: j.req.id, notify: p.Mode == api.ModeNotifications}
+	// chunk passes on one chunk, or, once out is closed, gives the
+	// answer: the main command's result, or detached.
+	chunk := func(c api.ExecChunk, ok bool) (done bool, res any, err error) {
+		if !ok {
+			if t.detached() {
+				return true, nil, detached()
+			}
+			r, err := main.Wait()
+			if err != nil {
+				return true, nil, execError(ctx, sbe, nil, err)
+			}
+			return true, execResult(r, true), nil
+		}
+		c.ID = nil
+		if err := w.send(c); err != nil {
+			return true, nil, commonError(ctx, sbe, err)
+		}
+		return false, nil, nil
+	}
 	for {
 		select {
 		case c, ok := <-out:
-			if !ok {
-				if t.detached() {
-					return nil, detached()
-				}
-				res, err := main.Wait()
-				if err != nil {
-					return nil, execError(ctx, sbe, nil, err)
-				}
-				return execResult(res, true), nil
-			}
-			c.ID = nil
-			if err := w.send(c); err != nil {
-				return nil, commonError(ctx, sbe, err)
+			if done, res, err := chunk(c, ok); done {
+				return res, err
 			}
 		case <-t.stopped:
 			return nil, detached()
 		case <-ctx.Done():
-			return nil, commonError(ctx, sbe, ctx.Err())
+			// The session ends, as it does when a detached sandbox's
+			// main command has ended: what that command wrote and its
+			// result, when they are already here, are still the
+			// answer.
+			for {
+				select {
+				case c, ok := <-out:
+					if done, res, err := chunk(c, ok); done {
+						return res, err
+					}
+					continue
+				default:
+				}
+				return nil, commonError(ctx, sbe, ctx.Err())
+			}
 		}
 	}
 }

@@ -135,3 +135,30 @@ func TestAttach(t *testing.T) {
 	c2.result(1, api.MethodCancel, map[string]any{"id": "b"}, nil)
 	wantError(t, c2.next("b", time.Minute), api.CodeCancelled)
 }
+
+// TestAttachAnswersWhenSessionEnds: a detached sandbox's supervisor ends
+// its control sessions as soon as the main command has ended. An attach
+// then still answers with the command's last output and its result, not
+// with a cancellation, however the two races fall.
+func TestAttachAnswersWhenSessionEnds(t *testing.T) {
+	sb := newShared(t, &Hub{})
+	for i := range 20 {
+		main := &fakeMain{out: make(chan api.ExecChunk, 4), done: make(chan struct{}), res: &airlock.ExecResult{ExitCode: 7}}
+		c := newClient(t, Options{}, ServeOptions{Shared: []*airlock.Sandbox{sb}, Main: main})
+		c.request("a", api.MethodAttach, nil)
+		main.out <- api.ExecChunk{Stdout: b64("first")}
+		c.next("a", time.Minute) // the attach is under way
+		main.out <- api.ExecChunk{Stdout: b64("last")}
+		close(main.done)
+		close(main.out)
+		c.end()
+		if m := c.next("a", time.Minute); string(m["result"]) != `{"stdout":"`+b64("last")+`"}` {
+			t.Fatalf("round %d: the last chunk %v, want it", i, m)
+		}
+		m := c.next("a", time.Minute)
+		var r api.ExecResult
+		if err := json.Unmarshal(m["result"], &r); err != nil || !r.Done || r.ExitCode != 7 {
+			t.Fatalf("round %d: the attach's answer %v (%v), want the result with exit code 7", i, m, err)
+		}
+	}
+}

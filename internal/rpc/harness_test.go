@@ -26,6 +26,8 @@ type client struct {
 	wmu     sync.Mutex
 	served  chan error
 	created *created
+	// end ends the session's context, as a supervisor that stops does.
+	end context.CancelFunc
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -50,6 +52,7 @@ func newClient(t testing.TB, opts Options, so ServeOptions) *client {
 	outR, outW := io.Pipe()
 	c.in = inW
 	ctx, cancel := context.WithCancel(context.Background())
+	c.end = cancel
 	go func() {
 		err := srv.ServeWith(ctx, inR, outW, so)
 		outW.Close()
