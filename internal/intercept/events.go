@@ -18,6 +18,21 @@ func (i *Interceptor) emit(ev api.NetworkEvent) {
 	}
 }
 
+// event returns an event of the exchange with what every one of them
+// says: the request, where it went, and how long it has taken.
+func (x *exchange) event() api.NetworkEvent {
+	return api.NetworkEvent{
+		Kind:       api.NetHTTP,
+		Method:     x.method,
+		URL:        x.url,
+		Host:       x.host,
+		IP:         x.c.dst.Addr().String(),
+		Port:       x.c.dst.Port(),
+		Proto:      "tcp",
+		DurationMs: time.Since(x.start).Milliseconds(),
+	}
+}
+
 // finish ends an exchange: it emits the request's one event, once the
 // response is over or refused. It is deferred by the handler, so that a
 // panic (http.ErrAbortHandler when a streamed response breaks) still
@@ -29,21 +44,10 @@ func (x *exchange) finish() {
 		// sandbox went away.
 		x.reason = policy.ReasonUpstreamError + ": the response was cut off"
 	}
-	ev := api.NetworkEvent{
-		Kind:          api.NetHTTP,
-		Method:        x.method,
-		URL:           x.url,
-		Host:          x.host,
-		IP:            x.c.dst.Addr().String(),
-		Port:          x.c.dst.Port(),
-		Proto:         "tcp",
-		StatusCode:    x.w.status,
-		RequestBytes:  x.reqBytes.Load(),
-		ResponseBytes: x.w.bytes,
-		DurationMs:    time.Since(x.start).Milliseconds(),
-		Blocked:       x.isBlocked,
-		Reason:        x.reason,
-	}
+	ev := x.event()
+	ev.StatusCode = x.w.status
+	ev.RequestBytes, ev.ResponseBytes = x.reqBytes.Load(), x.w.bytes
+	ev.Blocked, ev.Reason = x.isBlocked, x.reason
 	if ev.StatusCode == 0 && x.switched {
 		ev.StatusCode = http.StatusSwitchingProtocols
 	}

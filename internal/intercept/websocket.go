@@ -12,7 +12,6 @@ import (
 
 	"github.com/gobwas/ws"
 
-	"github.com/airlock-sandbox/airlock/api"
 	"github.com/airlock-sandbox/airlock/internal/wsframe"
 	"github.com/airlock-sandbox/airlock/policy"
 )
@@ -240,17 +239,8 @@ func (x *exchange) blockUpgraded(be *policy.BlockError) {
 	if x.blocked.noteOpen(be) {
 		return
 	}
-	x.c.i.emit(api.NetworkEvent{
-		Kind:       api.NetHTTP,
-		Method:     x.method,
-		URL:        x.url,
-		Host:       x.host,
-		IP:         x.c.dst.Addr().String(),
-		Port:       x.c.dst.Port(),
-		Proto:      "tcp",
-		StatusCode: http.StatusSwitchingProtocols,
-		DurationMs: time.Since(x.start).Milliseconds(),
-		Blocked:    true,
-		Reason:     be.Error(),
-	})
+	ev := x.event()
+	ev.StatusCode = http.StatusSwitchingProtocols
+	ev.Blocked, ev.Reason = true, be.Error()
+	x.c.i.emit(ev)
 }
