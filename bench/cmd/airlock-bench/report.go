@@ -316,13 +316,7 @@ func (r *report) writeTable(w io.Writer) {
 		trow("`WriteFile` through the embed API (informational)", x.EmbedWrite)
 		trow("`ReadFile` through the embed API (informational)", x.EmbedRead)
 		p("\n")
-		if len(x.Notes) > 0 {
-			p("Degraded confinement of the sandbox made through `airlock rpc`:\n\n")
-			for _, n := range x.Notes {
-				p("- %s\n", n)
-			}
-			p("\n")
-		}
+		writeList(w, "Degraded confinement of the sandbox made through `airlock rpc`", x.Notes)
 	}
 
 	if e := r.Egress; e != nil {
@@ -361,20 +355,10 @@ func (r *report) writeTable(w io.Writer) {
 		p("\n")
 	}
 
-	if r.TTI != nil && len(r.TTI.Notes) > 0 {
-		p("Degraded confinement on this machine (the sandboxes measured lacked this):\n\n")
-		for _, n := range r.TTI.Notes {
-			p("- %s\n", n)
-		}
-		p("\n")
+	if r.TTI != nil {
+		writeList(w, "Degraded confinement on this machine (the sandboxes measured lacked this)", r.TTI.Notes)
 	}
-	if len(r.Errors) > 0 {
-		p("Errors:\n\n")
-		for _, e := range r.Errors {
-			p("- %s\n", e)
-		}
-		p("\n")
-	}
+	writeList(w, "Errors", r.Errors)
 	p("Targets are reported, not enforced. Total run time %.1f s.\n", r.DurationSec)
 }
 
@@ -474,18 +458,19 @@ func (r *report) writeEgress(w io.Writer, e *egressResult) {
 	if x := e.BulkHTTP; x != nil {
 		add("HTTP download airlock ÷ direct", x.RoundRatio, pct)
 	}
-	if len(spread) > 0 {
-		p("Round by round:\n\n")
-		for _, s := range spread {
-			p("- %s\n", s)
-		}
-		p("\n")
+	writeList(w, "Round by round", spread)
+	writeList(w, "Degraded confinement of the egress sandbox", e.Notes)
+}
+
+// writeList writes a titled bullet list of items, or nothing when there
+// are none.
+func writeList(w io.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
 	}
-	if len(e.Notes) > 0 {
-		p("Degraded confinement of the egress sandbox:\n\n")
-		for _, n := range e.Notes {
-			p("- %s\n", n)
-		}
-		p("\n")
+	fmt.Fprintf(w, "%s:\n\n", title)
+	for _, it := range items {
+		fmt.Fprintf(w, "- %s\n", it)
 	}
+	fmt.Fprint(w, "\n")
 }
