@@ -101,7 +101,7 @@ func (x *exchange) substitute(r *http.Request, host string) *refusal {
 			}
 		}
 	}
-	if p.ResponseScrubber(s).Active() {
+	if x.scrubber().Active() {
 		// The response will be scrubbed, which compressed data defeats:
 		// ask for it plain (modifyResponse decodes what comes
 		// compressed anyway).

@@ -94,7 +94,7 @@ type roundTripper struct{}
 
 func (roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	x := exchangeOf(req.Context())
-	if scrub := x.c.i.policy.ResponseScrubber(x.c.substituter(x.host)); scrub.Active() {
+	if scrub := x.scrubber(); scrub.Active() {
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
 				scrub.Header(http.Header(h))

@@ -25,7 +25,7 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 	}
 	p := i.policy
 	var scrub *policy.Scrubber
-	if sc := p.ResponseScrubber(x.c.substituter(x.host)); sc.Active() {
+	if sc := x.scrubber(); sc.Active() {
 		scrub = sc
 		scrub.Header(res.Header)
 	}
@@ -151,6 +151,12 @@ func (b *downstreamBody) Read(p []byte) (int, error) {
 }
 
 func (b *downstreamBody) Close() error { return b.orig.Close() }
+
+// scrubber returns the scrubber of the exchange's responses (interim
+// and final), for its host.
+func (x *exchange) scrubber() *policy.Scrubber {
+	return x.c.i.policy.ResponseScrubber(x.c.substituter(x.host))
+}
 
 // decodedBody returns a response body to be scrubbed, decoded of its
 // Content-Encoding, since a value inside compressed data cannot be
