@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -184,21 +185,9 @@ func requireEnforced(t *testing.T, sb *airlock.Sandbox) bool {
 // hostProcs lists the host's processes as pid -> NUL-separated cmdline.
 func hostProcs(t *testing.T) map[int]string {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	out, err := testbin.HostProcs()
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[int]string{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		out[pid] = string(b)
 	}
 	return out
 }
@@ -219,24 +208,10 @@ func procsWithArg(t *testing.T, s string) []int {
 }
 
 // state returns the one-letter state of a host process, or "" if gone.
-func state(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+3 > len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
-}
+func state(pid int) string { return testbin.ProcState(pid) }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	st := state(pid)
-	return st != "" && st != "Z"
-}
+func alive(pid int) bool { return testbin.Alive(pid) }
 
 // agentProcs returns the live host processes of this user running this
 // test binary's agent executable (the agents and their spawners).
@@ -269,18 +244,7 @@ func agentProcs(t *testing.T) []int {
 }
 
 // waitFor polls cond until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+func waitFor(d time.Duration, cond func() bool) bool { return testbin.WaitFor(d, cond) }
 
 // vmRSS returns the test process's resident set size in bytes.
 func vmRSS(t *testing.T) int64 {
@@ -370,4 +334,17 @@ func ownedByUs(u uint32) bool {
 		return true
 	}
 	return os.Geteuid() == 0 && u >= process.SandboxUIDBase && u < process.SandboxUIDBase+process.SandboxUIDRange
+}
+
+// sleepMarker returns a unique argument for sleep(1) (a fractional number
+// of seconds), so that one process can be told apart from every other by
+// its command line.
+func sleepMarker(secs int) string {
+	var n [6]byte
+	_, _ = rand.Read(n[:])
+	v := uint64(0)
+	for _, b := range n {
+		v = v<<8 | uint64(b)
+	}
+	return fmt.Sprintf("%d.%015d", secs, v%1e15)
 }

@@ -115,3 +115,16 @@ func py(t *testing.T, sb *airlock.Sandbox, prog string) string {
 	}
 	return string(res.Stdout)
 }
+
+// run runs cmd in sb, with a deadline, and returns its result whatever
+// its exit code.
+func run(t *testing.T, sb *airlock.Sandbox, cmd airlock.Command) *airlock.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := sb.Run(ctx, cmd)
+	if err != nil {
+		t.Fatalf("run %q: %v", cmd.Argv, err)
+	}
+	return res
+}

@@ -3,7 +3,8 @@
 // meets in the field (a pause, a closed pipe, a full disk, a damaged
 // record, a killed agent). Every test runs over every isolation level
 // that works on this machine (see eachLevel), so a new boundary inherits
-// the whole suite unchanged.
+// the whole suite unchanged; as root, the attacks run once more as an
+// unprivileged caller (TestUnprivileged).
 //
 // Each attack asserts that the attack failed in the way the defence
 // promises (an errno, an event, a refusal), never only that "something"
@@ -13,15 +14,21 @@ package redteam_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
-// bins holds the commands this test binary built: the agent every
-// sandbox runs, and the CLI for the tests that drive airlock as a user
-// does.
+// envChild marks the unprivileged re-run of this binary; AIRLOCK_AGENT
+// and envCLI then name the binaries the parent built.
+const (
+	envChild = "AIRLOCK_REDTEAM_CHILD"
+	envCLI   = "AIRLOCK_REDTEAM_CLI"
+)
+
+// bins holds the commands the tests run: the agent every sandbox runs,
+// and the CLI for the tests that drive airlock as a user does.
 var bins struct {
 	agent, cli string
 }
@@ -35,18 +42,36 @@ func testMain(m *testing.M) int {
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	built, err := testbin.Build(dir, "airlock-guest", "airlock")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
+	if os.Getenv(envChild) != "" {
+		bins.agent, bins.cli = os.Getenv("AIRLOCK_AGENT"), os.Getenv(envCLI)
+	} else {
+		built, err := testbin.Build(dir, "airlock-guest", "airlock")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "TestMain:", err)
+			return 2
+		}
+		bins.agent, bins.cli = built[0], built[1]
 	}
-	bins.agent, bins.cli = built[0], built[1]
-	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
+	home, err := os.MkdirTemp(dir, "home-")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
 	os.Setenv("AIRLOCK_AGENT", bins.agent)
 	os.Setenv("AIRLOCK_HOME", home)
 	return m.Run()
+}
+
+// TestUnprivileged runs every attack again as an unprivileged user, for
+// whom airlock builds the boundary without root's help.
+func TestUnprivileged(t *testing.T) {
+	if os.Getenv(envChild) != "" {
+		t.Skip("already the unprivileged run")
+	}
+	t.Parallel()
+	res := testbin.RerunUnprivileged(t, "^TestAttack", 5*time.Minute,
+		envChild+"=1", "AIRLOCK_AGENT="+bins.agent, envCLI+"="+bins.cli)
+	if r, ok := res["TestAttackKernelSurface"]; !ok || r.Status != "PASS" {
+		t.Errorf("the unprivileged run did not pass TestAttackKernelSurface: %+v", r)
+	}
 }
