@@ -80,7 +80,8 @@ func (e *env) network(allowed ...string) *policy.Config {
 func (e *env) sandbox(t *testing.T, n *policy.Config, tweak ...func(*airlock.Config)) *airlock.Sandbox {
 	t.Helper()
 	cfg := airlock.Config{
-		Network: n,
+		Isolation: level(),
+		Network:   n,
 		OnEvent: func(ev airlock.Event) {
 			if ev.Network != nil {
 				e.mu.Lock()
