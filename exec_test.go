@@ -77,6 +77,18 @@ func TestExecArgvAndShell(t *testing.T) {
 	if got := string(res.Stdout); got != "/root\nb\n*\n" {
 		t.Errorf("shell printed %q", got)
 	}
+	// Arguments, environment and names are bytes, not UTF-8.
+	raw := "caf\xe9-\xff\xc0"
+	res, err = sb.Run(ctx, airlock.Command{Argv: []string{"sh", "-c", `printf %s "$1$V" > "/tmp/$1"; cat "/tmp/$1"`, "sh", raw}, Env: map[string]string{"V": raw}})
+	if err != nil {
+		t.Fatalf("argv and env that are not UTF-8: %v", err)
+	}
+	if got := string(res.Stdout); got != raw+raw {
+		t.Errorf("argv and env that are not UTF-8 came back as %q, want %q", got, raw+raw)
+	}
+	if data, err := sb.ReadFile(ctx, "/tmp/"+raw); err != nil || string(data) != raw+raw {
+		t.Errorf("ReadFile of a name that is not UTF-8: %q, %v", data, err)
+	}
 	// An empty command is refused.
 	if _, err := sb.Run(ctx, airlock.Command{}); err == nil {
 		t.Error("an empty command was accepted")

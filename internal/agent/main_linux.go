@@ -40,7 +40,7 @@ func Main(args []string) {
 		if len(args) > 2 {
 			b, err := base64.StdEncoding.DecodeString(args[2])
 			if err == nil {
-				err = cbor.Unmarshal(b, &cfg)
+				err = agentproto.Unmarshal(b, &cfg)
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "airlock spawner: bad configuration: %v\n", err)

@@ -63,7 +63,7 @@ func newZClient(conn *net.UnixConn) (*zclient, error) {
 		return nil, fmt.Errorf("the process spawner exited during setup (%v)", err)
 	}
 	var r zmsg
-	if err := cbor.Unmarshal(buf[:n], &r); err != nil || r.Op != "ready" {
+	if err := agentproto.Unmarshal(buf[:n], &r); err != nil || r.Op != "ready" {
 		conn.Close()
 		return nil, errors.New("the process spawner sent a malformed ready message")
 	}
@@ -114,7 +114,7 @@ func (z *zclient) readLoop() {
 			break
 		}
 		var m zmsg
-		if derr := cbor.Unmarshal(buf[:n], &m); derr != nil {
+		if derr := agentproto.Unmarshal(buf[:n], &m); derr != nil {
 			continue
 		}
 		z.mu.Lock()

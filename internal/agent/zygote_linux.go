@@ -255,7 +255,7 @@ func (z *zserver) serve() {
 		}
 		fds := parseRights(oob[:oobn])
 		var m zmsg
-		if err := cbor.Unmarshal(buf[:n], &m); err != nil {
+		if err := agentproto.Unmarshal(buf[:n], &m); err != nil {
 			closeAll(fds)
 			continue
 		}

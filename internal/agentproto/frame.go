@@ -21,12 +21,20 @@ func mustDecMode() cbor.DecMode {
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,
+		// Arguments, environment values and file names are bytes on
+		// Linux, not UTF-8: a text string carries them as they are,
+		// and whoever prints one escapes it.
+		UTF8: cbor.UTF8DecodeInvalid,
 	}.DecMode()
 	if err != nil {
 		panic(err)
 	}
 	return dm
 }
+
+// Unmarshal decodes one CBOR message with the bounds of a frame, for
+// messages that travel outside frames (the spawner's).
+func Unmarshal(b []byte, v any) error { return decMode.Unmarshal(b, v) }
 
 // Conn reads and writes frames on one stream. It is not safe for
 // concurrent writers; callers serialise writes. Its buffers are kept
