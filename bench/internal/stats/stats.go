@@ -3,6 +3,7 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -75,4 +76,34 @@ func Millis(ds []time.Duration) []float64 {
 		out[i] = float64(d) / float64(time.Millisecond)
 	}
 	return out
+}
+
+// MedianRatioInterval is a paired bootstrap confidence interval, at level
+// (0.95 for 95 %), for the ratio of medians Percentile(b, 50) /
+// Percentile(a, 50). a[i] and b[i] must be one pair, measured next to each
+// other: each resample draws pairs, not values, so that what the two had in
+// common (the machine's load at that moment) stays together. It draws
+// resamples resamples from a generator seeded with seed, so the same
+// samples always give the same interval. It returns NaN, NaN when a and b
+// differ in length or are empty, or when level is not in (0, 1).
+func MedianRatioInterval(a, b []float64, level float64, resamples int, seed uint64) (lo, hi float64) {
+	n := len(a)
+	if n == 0 || len(b) != n || resamples <= 0 || !(level > 0 && level < 1) {
+		return math.NaN(), math.NaN()
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	ra, rb := make([]float64, n), make([]float64, n)
+	ratios := make([]float64, 0, resamples)
+	for range resamples {
+		for i := range n {
+			j := rng.IntN(n)
+			ra[i], rb[i] = a[j], b[j]
+		}
+		slices.Sort(ra)
+		slices.Sort(rb)
+		ratios = append(ratios, sortedPercentile(rb, 50)/sortedPercentile(ra, 50))
+	}
+	slices.Sort(ratios)
+	tail := (1 - level) / 2 * 100
+	return sortedPercentile(ratios, tail), sortedPercentile(ratios, 100-tail)
 }

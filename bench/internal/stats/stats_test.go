@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -67,5 +68,56 @@ func TestMillis(t *testing.T) {
 	got := Millis([]time.Duration{1500 * time.Microsecond, 2 * time.Millisecond})
 	if got[0] != 1.5 || got[1] != 2 {
 		t.Errorf("Millis = %v", got)
+	}
+}
+
+func TestMedianRatioInterval(t *testing.T) {
+	// b is a with every value 10 % higher: every resample's ratio is 1.1.
+	var a, b []float64
+	for i := 1; i <= 50; i++ {
+		a = append(a, float64(i))
+		b = append(b, 1.1*float64(i))
+	}
+	lo, hi := MedianRatioInterval(a, b, 0.95, 500, 1)
+	if math.Abs(lo-1.1) > 1e-9 || math.Abs(hi-1.1) > 1e-9 {
+		t.Errorf("interval of an exact 1.1 ratio = %v–%v, want 1.1–1.1", lo, hi)
+	}
+
+	// Noisy pairs around a ratio of 1: the interval holds the point
+	// estimate, is not empty, and the same seed gives the same interval.
+	rng := rand.New(rand.NewPCG(7, 7))
+	a, b = nil, nil
+	for range 200 {
+		load := 10 + 5*rng.Float64() // shared by both halves of a pair
+		a = append(a, load+rng.NormFloat64())
+		b = append(b, load+rng.NormFloat64())
+	}
+	point := Percentile(b, 50) / Percentile(a, 50)
+	lo, hi = MedianRatioInterval(a, b, 0.95, 2000, 42)
+	if !(lo < point && point < hi) {
+		t.Errorf("interval %v–%v does not hold the point estimate %v", lo, hi, point)
+	}
+	if lo2, hi2 := MedianRatioInterval(a, b, 0.95, 2000, 42); lo2 != lo || hi2 != hi {
+		t.Errorf("same seed gave %v–%v, then %v–%v", lo, hi, lo2, hi2)
+	}
+	// A lower level gives a narrower interval.
+	if l50, h50 := MedianRatioInterval(a, b, 0.5, 2000, 42); !(l50 >= lo && h50 <= hi && h50-l50 < hi-lo) {
+		t.Errorf("50 %% interval %v–%v is not inside the 95 %% one %v–%v", l50, h50, lo, hi)
+	}
+
+	for _, tt := range []struct {
+		name  string
+		a, b  []float64
+		level float64
+	}{
+		{"empty", nil, nil, 0.95},
+		{"unpaired", []float64{1, 2}, []float64{1}, 0.95},
+		{"level 1", []float64{1}, []float64{1}, 1},
+		{"level 0", []float64{1}, []float64{1}, 0},
+		{"level NaN", []float64{1}, []float64{1}, math.NaN()},
+	} {
+		if lo, hi := MedianRatioInterval(tt.a, tt.b, tt.level, 10, 1); !math.IsNaN(lo) || !math.IsNaN(hi) {
+			t.Errorf("%s: got %v–%v, want NaN", tt.name, lo, hi)
+		}
 	}
 }
