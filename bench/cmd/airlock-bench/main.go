@@ -4,10 +4,12 @@
 // fast they run commands and how much host memory they hold while idle, and
 // compares the start with other ways of isolating a process on the same
 // machine in the same run. It also measures what driving a sandbox through
-// `airlock rpc` (package client) costs next to the embed API. It prints a
-// Markdown table and writes the raw numbers as JSON.
+// `airlock rpc` (package client) costs next to the embed API. Given
+// -baseline REV, it also builds the airlock of an earlier revision and
+// compares the two, alternated in the same run. It prints a Markdown table
+// and writes the raw numbers as JSON.
 //
-//	go run ./bench/cmd/airlock-bench [-json FILE] [-n SCALE] [-agent PATH] [-airlock PATH]
+//	go run ./bench/cmd/airlock-bench [-json FILE] [-n SCALE] [-agent PATH] [-airlock PATH] [-baseline REV]
 //
 // It needs what airlock needs (user namespaces; cgroups for the full
 // confinement, which usually means root). See bench/README.md.
@@ -58,11 +60,15 @@ func run() int {
 		egNames    = flag.Int("egress-names", 16, "names never seen before that the egress section connects to, each once per way")
 		egBulk     = flag.Int("egress-bulk-mib", 256, "size in `MiB` of each download of the egress section")
 		egProfile  = flag.String("egress-cpuprofile", "", "write a CPU profile of the process that runs the sandbox's network during each run of the client in the sandbox into `DIR`")
+		baseRev    = flag.String("baseline", "", "compare this build with the airlock of git revision `REV` (e.g. ca5b440 or HEAD~20), built from it, in the same run: time to interactive and exec round trip through airlock rpc, alternated")
+		baseTTI    = flag.Int("baseline-tti-runs", 200, "sandboxes created by each build for the baseline comparison of time to interactive")
+		baseExec   = flag.Int("baseline-exec-runs", 1000, "commands run by each build for the baseline comparison of the exec round trip")
+		baseWarmup = flag.Int("baseline-warmup", 10, "untimed pairs before each series of the baseline comparison")
 		skip       = flag.String("skip", "", "comma-separated sections to leave out: "+strings.Join(sections, ","))
 		timeout    = flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: airlock-bench [flags]\n\nMeasures airlock sandbox start, exec round trip, idle memory and airlock rpc overhead; see bench/README.md.\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: airlock-bench [flags]\n\nMeasures airlock sandbox start, exec round trip, idle memory, airlock rpc overhead and egress, and with -baseline compares this build with an earlier revision; see bench/README.md.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -70,15 +76,10 @@ func run() int {
 		flag.Usage()
 		return 2
 	}
-	skipped := map[string]bool{}
-	for _, s := range strings.Split(*skip, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			if !slices.Contains(sections, s) {
-				fmt.Fprintf(os.Stderr, "airlock-bench: unknown section %q in -skip\n", s)
-				return 2
-			}
-			skipped[s] = true
-		}
+	skipped, err := parseSkip(*skip)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+		return 2
 	}
 	scaled := func(n int) int {
 		if n <= 0 {
@@ -102,6 +103,7 @@ func run() int {
 			RPCRuns: scaled(*rpcRuns), RPCWarmup: *rpcWarmup, Scale: *scale,
 			EgressRequests: scaled(*egReqs), EgressConns: scaled(*egConns), EgressNames: scaled(*egNames),
 			EgressBulkBytes: int64(scaled(*egBulk)) * mib,
+			BaselineTTIRuns: scaled(*baseTTI), BaselineExecRuns: scaled(*baseExec), BaselineWarmup: *baseWarmup,
 		},
 	}
 	logf := func(format string, a ...any) {
@@ -138,6 +140,17 @@ func run() int {
 		*jsonPath = filepath.Join(mod, "bench", "results", "latest.json")
 	}
 
+	// The baseline section runs only when it is given a revision; one that
+	// names no commit fails before anything is built.
+	baseline := *baseRev != "" && !skipped["baseline"]
+	var baseCommit string
+	if baseline {
+		if baseCommit, err = resolveRevision(ctx, mod, *baseRev); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v\n", err)
+			return 1
+		}
+	}
+
 	if *agentPath != "" {
 		p, err := filepath.Abs(*agentPath)
 		if err == nil {
@@ -158,13 +171,24 @@ func run() int {
 		rep.Agent, rep.AgentBuilt, rep.AgentBuildMs = p, true, ms(d)
 		logf("agent built in %.1f s", d.Seconds())
 	}
-	// The rpc section drives `airlock rpc`: that binary is only needed,
-	// and built, when the section runs.
-	if !skipped["rpc"] {
+	// The rpc and baseline sections drive `airlock rpc`: that binary is
+	// only needed, and built, when one of them runs.
+	if !skipped["rpc"] || baseline {
 		if err := rep.findCLI(ctx, *cliPath, mod, tmp, logf); err != nil {
-			fmt.Fprintf(os.Stderr, "airlock-bench: %v (or leave the section out with -skip rpc)\n", err)
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v (or leave the sections that need it out with -skip rpc,baseline)\n", err)
 			return 1
 		}
+	}
+	if baseline {
+		logf("building airlock and airlock-guest of %s (%s) from git archive", *baseRev, baseCommit)
+		b, err := newBaseline(ctx, mod, *baseRev, baseCommit, tmp)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench: %v (or leave the section out with -skip baseline)\n", err)
+			return 1
+		}
+		b.After = baselineBuild{Revision: rep.treeName(), Airlock: rep.Airlock, Agent: rep.Agent}
+		rep.Baseline = b
+		logf("%s built in %.1f s", b.Describe, b.BuildMs/1e3)
 	}
 	// So is the egress section's HTTP client.
 	if !skipped["egress"] {
@@ -207,6 +231,12 @@ func run() int {
 		logf("rpc: %d warm-up + %d commands each through airlock rpc and the embed API, alternated; then %d MiB write_file/read_file, %d rounds", pr.RPCWarmup, pr.RPCRuns, rpcFileBytes/mib, rpcFileRounds)
 		if rep.RPC, err = measureRPC(ctx, cfg, rep.Airlock, home, pr.RPCWarmup, pr.RPCRuns); err != nil {
 			fail("rpc", err)
+		}
+	}
+	if baseline && ctx.Err() == nil {
+		logf("baseline: %s against %s through airlock rpc, alternated: %d warm-up + %d sandboxes each, then %d warm-up + %d commands each", rep.Baseline.Before.Revision, rep.Baseline.After.Revision, pr.BaselineWarmup, pr.BaselineTTIRuns, pr.BaselineWarmup, pr.BaselineExecRuns)
+		if err := measureBaseline(ctx, rep.Baseline, tmp, pr.BaselineWarmup, pr.BaselineTTIRuns, pr.BaselineExecRuns); err != nil {
+			fail("baseline", err)
 		}
 	}
 	if !skipped["egress"] && ctx.Err() == nil {
@@ -259,7 +289,21 @@ func run() int {
 }
 
 // sections are the parts of the benchmark that -skip can leave out.
-var sections = []string{"refs", "phases", "tti", "exec", "memory", "rpc", "egress"}
+var sections = []string{"refs", "phases", "tti", "exec", "memory", "rpc", "baseline", "egress"}
+
+// parseSkip reads -skip: a comma-separated list of sections.
+func parseSkip(list string) (map[string]bool, error) {
+	skipped := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			if !slices.Contains(sections, s) {
+				return nil, fmt.Errorf("unknown section %q in -skip (the sections are %s)", s, strings.Join(sections, ","))
+			}
+			skipped[s] = true
+		}
+	}
+	return skipped, nil
+}
 
 // findCLI sets r.Airlock to the airlock binary the rpc section drives:
 // path when given, else one built from the module.

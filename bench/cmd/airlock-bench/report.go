@@ -25,11 +25,16 @@ type params struct {
 	RPCWarmup     int   `json:"rpc_warmup"`
 	// The egress section's: keep-alive requests per protocol and way,
 	// new connections per way, names never seen before, download size.
-	EgressRequests  int     `json:"egress_requests"`
-	EgressConns     int     `json:"egress_conns"`
-	EgressNames     int     `json:"egress_names"`
-	EgressBulkBytes int64   `json:"egress_bulk_bytes"`
-	Scale           float64 `json:"scale"`
+	EgressRequests  int   `json:"egress_requests"`
+	EgressConns     int   `json:"egress_conns"`
+	EgressNames     int   `json:"egress_names"`
+	EgressBulkBytes int64 `json:"egress_bulk_bytes"`
+	// The baseline section's: sandboxes and commands per build, and the
+	// untimed pairs before each series.
+	BaselineTTIRuns  int     `json:"baseline_tti_runs"`
+	BaselineExecRuns int     `json:"baseline_exec_runs"`
+	BaselineWarmup   int     `json:"baseline_warmup"`
+	Scale            float64 `json:"scale"`
 }
 
 // target is one goal with its verdict. Targets are reported, never
@@ -56,23 +61,25 @@ type report struct {
 	Agent        string   `json:"agent"`
 	AgentBuilt   bool     `json:"agent_built"`
 	AgentBuildMs float64  `json:"agent_build_ms,omitempty"`
-	// Airlock is the airlock binary the rpc section drove.
+	// Airlock is the airlock binary the rpc section drove, and the
+	// baseline section's build under test.
 	Airlock        string  `json:"airlock,omitempty"`
 	AirlockBuilt   bool    `json:"airlock_built,omitempty"`
 	AirlockBuildMs float64 `json:"airlock_build_ms,omitempty"`
 	// HTTPClient is the client binary the egress section ran.
-	HTTPClient      string        `json:"httpclient,omitempty"`
-	HTTPClientBuilt bool          `json:"httpclient_built,omitempty"`
-	Params          params        `json:"params"`
-	Targets         []target      `json:"targets"`
-	TTI             *ttiResult    `json:"time_to_interactive,omitempty"`
-	Exec            *execResult   `json:"exec,omitempty"`
-	Memory          *memResult    `json:"memory,omitempty"`
-	RPC             *rpcResult    `json:"rpc,omitempty"`
-	Egress          *egressResult `json:"egress,omitempty"`
-	References      []refResult   `json:"references,omitempty"`
-	Phases          []refResult   `json:"phase_probes,omitempty"`
-	Errors          []string      `json:"errors,omitempty"`
+	HTTPClient      string          `json:"httpclient,omitempty"`
+	HTTPClientBuilt bool            `json:"httpclient_built,omitempty"`
+	Params          params          `json:"params"`
+	Targets         []target        `json:"targets"`
+	TTI             *ttiResult      `json:"time_to_interactive,omitempty"`
+	Exec            *execResult     `json:"exec,omitempty"`
+	Memory          *memResult      `json:"memory,omitempty"`
+	RPC             *rpcResult      `json:"rpc,omitempty"`
+	Baseline        *baselineResult `json:"baseline,omitempty"`
+	Egress          *egressResult   `json:"egress,omitempty"`
+	References      []refResult     `json:"references,omitempty"`
+	Phases          []refResult     `json:"phase_probes,omitempty"`
+	Errors          []string        `json:"errors,omitempty"`
 }
 
 const mib = 1 << 20
@@ -176,6 +183,21 @@ func verdict(t target) string {
 	default:
 		return "FAIL"
 	}
+}
+
+// treeName says which code the build under test is: the module's commit
+// with git describe, "-dirty" included, or the -airlock binary's path
+// when the benchmark did not build it.
+func (r *report) treeName() string {
+	switch {
+	case r.Airlock != "" && !r.AirlockBuilt:
+		return "-airlock " + r.Airlock
+	case r.Host.Describe != "":
+		return r.Host.Describe
+	case r.Host.Commit != "":
+		return r.Host.Commit
+	}
+	return "this tree"
 }
 
 // writeTable prints the report as Markdown, ready to paste into a README.
@@ -317,6 +339,10 @@ func (r *report) writeTable(w io.Writer) {
 		trow("`ReadFile` through the embed API (informational)", x.EmbedRead)
 		p("\n")
 		writeList(w, "Degraded confinement of the sandbox made through `airlock rpc`", x.Notes)
+	}
+
+	if b := r.Baseline; b != nil {
+		writeBaseline(w, b)
 	}
 
 	if e := r.Egress; e != nil {

@@ -78,6 +78,18 @@ func newThroughput(size int64, rounds []time.Duration) throughput {
 	return t
 }
 
+// rpcTrue runs `true` through `airlock rpc` in sb.
+func rpcTrue(ctx context.Context, sb *client.Sandbox) error {
+	res, err := sb.Run(ctx, api.ExecParams{Argv: []string{"true"}})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("true exited with %d (stderr %q)", res.ExitCode, res.Stderr)
+	}
+	return nil
+}
+
 // measureRPC runs the "rpc" section: the cost `airlock rpc` adds to a
 // command, and how fast whole files go through it.
 func measureRPC(ctx context.Context, cfg airlock.Config, airlockBin, home string, warmup, runs int) (_ *rpcResult, err error) {
@@ -117,21 +129,11 @@ func measureRPC(ctx context.Context, cfg airlock.Config, airlockBin, home string
 		}
 	}()
 
-	rpcTrue := func() error {
-		res, err := rsb.Run(ctx, api.ExecParams{Argv: []string{"true"}})
-		if err != nil {
-			return err
-		}
-		if res.ExitCode != 0 {
-			return fmt.Errorf("true exited with %d (stderr %q)", res.ExitCode, res.Stderr)
-		}
-		return nil
-	}
 	for i := 0; i < warmup; i++ {
 		if _, err := runTrue(ctx, sb); err != nil {
 			return nil, fmt.Errorf("warm-up command (embed): %w", err)
 		}
-		if err := rpcTrue(); err != nil {
+		if err := rpcTrue(ctx, rsb); err != nil {
 			return nil, fmt.Errorf("warm-up command (rpc): %w", err)
 		}
 	}
@@ -151,7 +153,7 @@ func measureRPC(ctx context.Context, cfg airlock.Config, airlockBin, home string
 			return nil, fmt.Errorf("command %d (embed): %w", i+1, err)
 		}
 		t0 = time.Now()
-		err = rpcTrue()
+		err = rpcTrue(ctx, rsb)
 		dr := time.Since(t0)
 		if err != nil {
 			return nil, fmt.Errorf("command %d (rpc): %w", i+1, err)
