@@ -20,6 +20,8 @@ import (
 // drainGrace is how long output may keep arriving after the command itself
 // exits, from background processes that inherited its stdout. Past it the
 // exec completes and those processes keep running detached from the stream.
+// What the command wrote before it exited is not bound by it: that is sent
+// whole, however long the host takes to read it.
 const drainGrace = 250 * time.Millisecond
 
 // stdinQueue bounds host stdin chunks waiting for the command to read them.
@@ -60,11 +62,12 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	}
 
 	var pumps sync.WaitGroup
+	exited := &exitClock{done: make(chan struct{})}
 	for _, p := range io_.outputs() {
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
-			pump(p.f, p.kind, send)
+			pump(p.f, p.kind, send, exited)
 		}()
 	}
 
@@ -89,19 +92,19 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 		// The host went away or cancelled: kill the command and finish.
 		_ = child.KillTree()
 		<-child.Done()
+		exited.abandoned = true
 	case <-ctx.Done():
 		_ = child.KillTree()
 		<-child.Done()
+		exited.abandoned = true
 	}
 
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		io_.stopOutputs()
-		<-drained
-	}
+	// The pumps send what the command left in its pipes, then what
+	// arrives within drainGrace; the exit goes after it.
+	exited.at = time.Now()
+	close(exited.done)
+	io_.stopOutputs()
+	pumps.Wait()
 
 	stt := child.Status()
 	ex := &agentproto.Exit{
@@ -178,19 +181,54 @@ func (s *server) input(c *agentproto.Conn, child Child, io_ *stdio) {
 	}
 }
 
-func pump(f *os.File, kind agentproto.Kind, send func(agentproto.Msg) error) {
+// pump sends what the command writes to f until f ends. Once the command
+// has exited (its time comes on exited, and f's reads are interrupted),
+// the pump sends all that f then holds, which the command wrote before it
+// exited, however slowly the host takes it; then output that arrives
+// within drainGrace of the exit, from processes the command left behind.
+func pump(f *os.File, kind agentproto.Kind, send func(agentproto.Msg) error, exited *exitClock) {
 	buf := make([]byte, 32<<10)
+	forward := func(b []byte) bool { return send(agentproto.Msg{K: kind, Data: b}) == nil }
+	draining := false
 	for {
 		n, err := f.Read(buf)
-		if n > 0 {
-			if send(agentproto.Msg{K: kind, Data: buf[:n]}) != nil {
+		if n > 0 && !forward(buf[:n]) {
+			return
+		}
+		switch {
+		case err == nil:
+			continue
+		case draining || !errors.Is(err, os.ErrDeadlineExceeded):
+			return // EOF, EIO on a pty whose slave is closed, or past the grace
+		}
+		// The command has exited and no read is under way: what f holds
+		// now was written before that, or just after.
+		draining = true
+		<-exited.done
+		if exited.abandoned {
+			return // nobody wants the rest
+		}
+		_ = f.SetReadDeadline(time.Time{})
+		for left := pending(f); left > 0; {
+			n, err := f.Read(buf[:min(left, len(buf))])
+			if n > 0 && !forward(buf[:n]) {
 				return
 			}
+			if err != nil {
+				return
+			}
+			left -= n
 		}
-		if err != nil {
-			return // EOF, EIO on a pty whose slave is closed, or the drain deadline
-		}
+		_ = f.SetReadDeadline(exited.at.Add(drainGrace))
 	}
+}
+
+// exitClock tells the pumps when the command exited, and whether the host
+// still wants its output: the fields are set before done is closed.
+type exitClock struct {
+	done      chan struct{}
+	at        time.Time
+	abandoned bool
 }
 
 // startError turns a failure to start into a protocol error with a message
