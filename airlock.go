@@ -199,8 +199,7 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 		return fmt.Errorf("start sandbox: %w", res.r.Err)
 	}
 	s.notes = append(s.notes, res.r.Notes...)
-	cfg := agentproto.MuxConfig()
-	sess, err := yamux.Client(agentproto.CoalesceWrites(conn), cfg)
+	sess, err := yamux.Client(agentproto.CoalesceWrites(conn), agentproto.HostMuxConfig())
 	if err != nil {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
 	}
@@ -308,9 +307,10 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 	if ctx.Done() != nil {
 		st.stop = context.AfterFunc(ctx, func() {
 			// Close only half-closes a yamux stream: also wake our own
-			// pending read, which may wait for a reply that never comes.
-			conn.Close()
+			// pending read, which may wait for a reply that never comes,
+			// first, since the close waits while the channel is full.
 			_ = conn.SetReadDeadline(time.Now())
+			conn.Close()
 		})
 	}
 	return st, nil

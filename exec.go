@@ -286,11 +286,17 @@ func (p *Process) Resize(rows, cols uint16) error {
 	return p.send(agentproto.Msg{K: agentproto.KResize, Rows: rows, Cols: cols})
 }
 
-// Kill kills the command and every process it started.
+// Kill kills the command and every process it started. Wait then
+// returns its result, killed by SIGKILL.
 func (p *Process) Kill() error {
-	// Closing the stream tells the agent to kill the whole tree.
 	p.killed.Store(true)
-	return p.st.Close()
+	err := p.send(agentproto.Msg{K: agentproto.KKill})
+	select {
+	case <-p.done:
+		return nil // it had ended
+	default:
+		return err
+	}
 }
 
 // Done is closed when the command has ended.

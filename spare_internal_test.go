@@ -17,11 +17,11 @@ import (
 func muxPair(t *testing.T) (*yamux.Session, func() int) {
 	t.Helper()
 	a, b := net.Pipe()
-	client, err := yamux.Client(a, agentproto.MuxConfig())
+	client, err := yamux.Client(a, agentproto.HostMuxConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := yamux.Server(b, agentproto.MuxConfig())
+	server, err := yamux.Server(b, agentproto.AgentMuxConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

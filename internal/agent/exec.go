@@ -177,6 +177,8 @@ func (s *server) input(c *agentproto.Conn, child Child, io_ *stdio) {
 			if io_.tty && m.Rows > 0 && m.Cols > 0 {
 				_ = pty.Setsize(io_.master, &pty.Winsize{Rows: m.Rows, Cols: m.Cols})
 			}
+		case agentproto.KKill:
+			_ = child.KillTree()
 		}
 	}
 }

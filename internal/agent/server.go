@@ -51,8 +51,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 	if err := fc.Write(agentproto.Ready{Version: agentproto.Version, Notes: notes}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	cfg := agentproto.MuxConfig()
-	sess, err := yamux.Server(agentproto.CoalesceWrites(conn), cfg)
+	sess, err := yamux.Server(agentproto.CoalesceWrites(conn), agentproto.AgentMuxConfig())
 	if err != nil {
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}

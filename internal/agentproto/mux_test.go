@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/yamux"
 )
@@ -34,12 +35,12 @@ func (r *recordingConn) snapshot() [][]byte {
 func TestCoalesceWrites(t *testing.T) {
 	a, b := net.Pipe()
 	rec := &recordingConn{Conn: a}
-	client, err := yamux.Client(CoalesceWrites(rec), MuxConfig())
+	client, err := yamux.Client(CoalesceWrites(rec), HostMuxConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	server, err := yamux.Server(b, MuxConfig())
+	server, err := yamux.Server(b, AgentMuxConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +102,59 @@ func TestCoalesceWrites(t *testing.T) {
 	}
 	if !sawSmall || !sawLargeHeader {
 		t.Errorf("writes did not include the small frame (%v) and a large frame header (%v)", sawSmall, sawLargeHeader)
+	}
+}
+
+// TestMuxSlowHostReadsClosedStream has the agent answer a request and
+// close its stream while the host does not read it, for longer than
+// yamux's close timeout was ever set here (a host stopped, swapped out or
+// throttled): the host then reads the whole answer, not a reset.
+func TestMuxSlowHostReadsClosedStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for seconds")
+	}
+	a, b := net.Pipe()
+	client, err := yamux.Client(a, HostMuxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := yamux.Server(b, AgentMuxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+
+	answer := bytes.Repeat([]byte("result "), 1000)
+	answered := make(chan error, 1)
+	go func() {
+		st, err := server.Accept()
+		if err != nil {
+			answered <- err
+			return
+		}
+		var req [4]byte
+		if _, err := io.ReadFull(st, req[:]); err != nil {
+			answered <- err
+			return
+		}
+		_, err = st.Write(answer)
+		st.Close()
+		answered <- err
+	}()
+	st, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write([]byte("exec")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	time.Sleep(6 * time.Second)
+	got, err := io.ReadAll(st)
+	if err != nil || !bytes.Equal(got, answer) {
+		t.Fatalf("host read %d bytes, %v; want the whole answer of %d bytes", len(got), err, len(answer))
 	}
 }

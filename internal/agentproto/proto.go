@@ -16,7 +16,7 @@ import (
 
 // Version is the protocol version. Host and agent refuse to talk across
 // versions.
-const Version = 1
+const Version = 2
 
 // MaxFrame bounds the encoded size of one frame.
 const MaxFrame = 1 << 20
@@ -173,8 +173,9 @@ type ExecRequest struct {
 // Kind tags a frame on an exec or file stream after the Request.
 type Kind uint8
 
-// Frame kinds. Host to agent: Stdin, StdinClose, Signal, Resize. Agent to
-// host: Started, Stdout, Stderr, Exit. Either: Data, End, Err, Info.
+// Frame kinds. Host to agent: Stdin, StdinClose, Signal, Resize, Kill.
+// Agent to host: Started, Stdout, Stderr, Exit. Either: Data, End, Err,
+// Info.
 const (
 	KStdin Kind = iota + 1
 	KStdinClose
@@ -189,6 +190,10 @@ const (
 	KErr
 	KInfo
 	KList
+	// KKill kills the command and every process it started; the exec
+	// then ends with its Exit as usual. (Closing the stream kills too,
+	// but says the host no longer wants the result.)
+	KKill
 )
 
 // Msg is every frame after the Request.
