@@ -70,7 +70,29 @@ type Sandbox struct {
 var (
 	ErrClosed      = errors.New("sandbox is closed")
 	ErrUnavailable = errors.New("isolation level unavailable")
+	// ErrCrashed matches the error of a sandbox that ended by itself,
+	// because its agent died (killed, or exited) under it; such an error
+	// is a *CrashError and also matches ErrClosed.
+	ErrCrashed = errors.New("sandbox crashed")
 )
+
+// CrashError says why a sandbox crashed. It is the sandbox's Err, and the
+// error of every request that was under way or comes after.
+type CrashError struct {
+	// Reason is what happened, such as "the sandbox's agent was killed
+	// by signal 9 (SIGKILL)".
+	Reason string
+}
+
+func (e *CrashError) Error() string { return "sandbox crashed: " + e.Reason }
+
+// Is makes a crash match ErrCrashed and ErrClosed.
+func (e *CrashError) Is(target error) bool { return target == ErrCrashed || target == ErrClosed }
+
+// agentExitGrace bounds how long the host waits, once the agent's end of
+// the channel has closed, for the agent to exit: an agent that closes it
+// and lives on is killed.
+const agentExitGrace = 10 * time.Second
 
 // NewID returns a fresh sandbox id.
 func NewID() string {
@@ -150,15 +172,37 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 		})
 		s.mu.Unlock()
 	}
-	go func() {
-		select {
-		case <-b.Done():
-			s.stop(fmt.Errorf("%w: the sandbox stopped unexpectedly: %v", ErrClosed, b.Err()))
-		case <-s.closed:
-		}
-	}()
+	go s.watch()
 	s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "started", DurationMs: time.Since(start).Milliseconds()}})
 	return s, nil
+}
+
+// watch stops the sandbox as crashed when its agent dies, or closes its
+// end of the channel, before the sandbox is closed. A slow agent is not a
+// dead one: nothing here, nor in the channel, has a timer that runs while
+// the agent is merely stopped or starved.
+func (s *Sandbox) watch() {
+	select {
+	case <-s.b.Done():
+	case <-s.sess.CloseChan():
+		// The channel ends first when the agent dies: wait for its exit,
+		// which says how it died.
+		select {
+		case <-s.b.Done():
+		case <-s.closed:
+			return
+		case <-time.After(agentExitGrace):
+			s.stop(&CrashError{Reason: "the sandbox's agent closed its channel to the host"})
+			return
+		}
+	case <-s.closed:
+		return
+	}
+	reason := "the sandbox's agent exited"
+	if err := s.b.Err(); err != nil {
+		reason = err.Error()
+	}
+	s.stop(&CrashError{Reason: reason})
 }
 
 func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
@@ -258,9 +302,23 @@ func (s *Sandbox) Close() error {
 		}
 		s.closeErr = errors.Join(s.b.Close(), s.net.close())
 		close(s.closed)
-		s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "stopped"}})
+		s.emit(Event{Type: EventLifecycle, Lifecycle: stopEvent(s.Err())})
 	})
 	return s.closeErr
+}
+
+// stopEvent is the lifecycle event of a sandbox that stopped for cause:
+// "crashed" with the crash's reason, or "stopped" (with the reason, unless
+// it was closed by its owner).
+func stopEvent(cause error) *LifecycleEvent {
+	if ce, ok := errors.AsType[*CrashError](cause); ok {
+		return &LifecycleEvent{State: "crashed", Reason: ce.Reason}
+	}
+	ev := &LifecycleEvent{State: "stopped"}
+	if cause != nil && cause != ErrClosed {
+		ev.Reason = cause.Error()
+	}
+	return ev
 }
 
 // stream is one request's stream to the agent.
@@ -293,16 +351,13 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 	if conn == nil {
 		var err error
 		if conn, err = s.sess.OpenStream(); err != nil {
-			if e := s.Err(); e != nil {
-				return nil, e
-			}
-			return nil, fmt.Errorf("open stream to sandbox agent: %w", err)
+			return nil, s.channelErr(fmt.Errorf("open stream to sandbox agent: %w", err))
 		}
 	}
 	st := &stream{Conn: conn, c: agentproto.NewConn(conn), stop: func() bool { return false }, spare: s.spare}
 	if err := st.c.Write(req); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
+		return nil, s.channelErr(fmt.Errorf("send %s request: %w", req.Op, err))
 	}
 	if ctx.Done() != nil {
 		st.stop = context.AfterFunc(ctx, func() {
@@ -314,6 +369,22 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 		})
 	}
 	return st, nil
+}
+
+// channelErr is err, a failure of the channel to the agent, unless the
+// sandbox stopped: then it is why. The channel fails as soon as the agent
+// dies, before its exit is seen, so a failure that ended the channel
+// waits for the sandbox to be stopped (see watch) and reports its cause.
+func (s *Sandbox) channelErr(err error) error {
+	select {
+	case <-s.sess.CloseChan():
+		<-s.closed
+	default:
+	}
+	if e := s.Err(); e != nil {
+		return e
+	}
+	return err
 }
 
 // Ping round-trips a no-op request to the agent.
@@ -334,10 +405,7 @@ func (s *Sandbox) readReply(ctx context.Context, c *agentproto.Conn, m *agentpro
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if e := s.Err(); e != nil {
-			return e
-		}
-		return fmt.Errorf("read from sandbox agent: %w", err)
+		return s.channelErr(fmt.Errorf("read from sandbox agent: %w", err))
 	}
 	if m.K == agentproto.KErr && m.Err != nil {
 		return m.Err

@@ -256,9 +256,13 @@ func supervise(ctx context.Context) error {
 		reason = "killed"
 	case <-sb.Done():
 		reason = "stopped"
-		if err := sb.Err(); err != nil {
-			reason = err.Error()
-		}
+	}
+	if err := sb.Err(); err != nil {
+		// It stopped by itself: it crashed (a main command that failed
+		// for that ends after the sandbox has stopped, so this says so),
+		// or reached its lifetime.
+		sup.EndFor(err, reason)
+		return nil
 	}
 	// The control socket goes first: requests under way (a stdin write
 	// the main command has just consumed, an attach collecting its

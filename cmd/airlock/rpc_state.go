@@ -60,16 +60,12 @@ func recordSandboxes(opts *rpc.Options) {
 			opts.Logger.Warn("sandbox will not appear in airlock list", "sandbox", sb.ID(), "err", err)
 			return nil
 		}
-		// A sandbox may also stop by itself (its lifetime) or through
-		// its control socket.
+		// A sandbox may also stop by itself (its lifetime, a crash) or
+		// through its control socket.
 		go func() {
 			<-sb.Done()
-			reason := "closed"
-			if err := sb.Err(); err != nil && err != airlock.ErrClosed {
-				reason = err.Error()
-			}
-			sup.End(reason, nil)
+			sup.EndFor(sb.Err(), "closed")
 		}()
-		return func() { sup.End("closed", nil) }
+		return func() { sup.EndFor(sb.Err(), "closed") }
 	}
 }

@@ -90,8 +90,11 @@ func newListCmd() *cobra.Command {
 }
 
 func statusText(r state.Record) string {
-	if r.Status == state.StatusStopped && r.ExitCode != nil {
+	switch {
+	case r.Status == state.StatusStopped && r.ExitCode != nil:
 		return fmt.Sprintf("stopped (%d)", *r.ExitCode)
+	case r.Status == state.StatusCrashed && r.Reason != "":
+		return "crashed: " + r.Reason
 	}
 	return r.Status
 }

@@ -87,7 +87,7 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 	}
 	ln, err := listen(o.Store.Dir(sb.ID()), "ctl.sock")
 	if err != nil {
-		_ = o.Store.Update(sb.ID(), func(r *state.Record) { markStopped(r, "control socket failed", nil) })
+		_ = o.Store.Update(sb.ID(), func(r *state.Record) { markEnded(r, state.StatusStopped, "control socket failed", nil) })
 		return nil, fmt.Errorf("open the control socket of sandbox %s: %w", sb.ID(), err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -139,19 +139,38 @@ func (s *Supervision) serve(ctx context.Context, ln net.Listener, srv *rpc.Serve
 // End stops the control socket and records that the sandbox stopped, why,
 // and the main command's exit code when there was one.
 func (s *Supervision) End(reason string, exitCode *int) {
+	s.end(state.StatusStopped, reason, exitCode)
+}
+
+// EndFor is End for a sandbox that has stopped by itself or been closed,
+// with its Err: a crash is recorded as crashed with the crash's reason;
+// anything else as stopped with reason, or with the error when it says
+// more than that the sandbox was closed.
+func (s *Supervision) EndFor(err error, reason string) {
+	if ce, ok := errors.AsType[*airlock.CrashError](err); ok {
+		s.end(state.StatusCrashed, ce.Reason, nil)
+		return
+	}
+	if err != nil && err != airlock.ErrClosed {
+		reason = err.Error()
+	}
+	s.End(reason, nil)
+}
+
+func (s *Supervision) end(status, reason string, exitCode *int) {
 	s.endOnce.Do(func() {
 		s.ln.Close()
 		s.cancel()
 		s.wg.Wait()
 		_ = os.Remove(s.store.SocketPath(s.id))
-		if err := s.store.Update(s.id, func(r *state.Record) { markStopped(r, reason, exitCode) }); err != nil {
+		if err := s.store.Update(s.id, func(r *state.Record) { markEnded(r, status, reason, exitCode) }); err != nil {
 			s.log.Warn("could not record that the sandbox stopped", "sandbox", s.id, "err", err)
 		}
 	})
 }
 
-func markStopped(r *state.Record, reason string, exitCode *int) {
-	r.Status = state.StatusStopped
+func markEnded(r *state.Record, status, reason string, exitCode *int) {
+	r.Status = status
 	r.StoppedAt = time.Now()
 	r.Reason = reason
 	if exitCode != nil {

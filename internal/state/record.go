@@ -14,8 +14,9 @@ const (
 	StatusRunning = "running"
 	// StatusStopped: the sandbox ended and its supervisor recorded how.
 	StatusStopped = "stopped"
-	// StatusCrashed: the supervisor died without recording an end, or the
-	// state could not be read.
+	// StatusCrashed: the supervisor died without recording an end, the
+	// state could not be read, or the sandbox died under its supervisor
+	// (its agent was killed), which recorded how in Reason.
 	StatusCrashed = "crashed"
 )
 

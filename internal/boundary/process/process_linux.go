@@ -241,11 +241,26 @@ func (s *Sandbox) Err() error {
 	default:
 		return nil
 	}
-	msg := s.stderr.String()
-	if msg == "" {
-		return fmt.Errorf("agent exited: %v", s.waitErr)
+	what := agentEnd(s.cmd.ProcessState, s.waitErr)
+	if msg := s.stderr.String(); msg != "" {
+		return fmt.Errorf("%s: %s", what, msg)
 	}
-	return fmt.Errorf("agent exited (%v): %s", s.waitErr, msg)
+	return errors.New(what)
+}
+
+// agentEnd says how the agent process ended.
+func agentEnd(ps *os.ProcessState, waitErr error) string {
+	if ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Signaled():
+				return fmt.Sprintf("the sandbox's agent was killed by signal %d (%s)", int(ws.Signal()), unix.SignalName(ws.Signal()))
+			case ws.Exited():
+				return fmt.Sprintf("the sandbox's agent exited with status %d", ws.ExitStatus())
+			}
+		}
+	}
+	return fmt.Sprintf("the sandbox's agent ended: %v", waitErr)
 }
 
 // Counters reports the user cgroup's limit events so far. It is read
