@@ -58,9 +58,11 @@ func notRunning(sb *airlock.Sandbox) *api.Error {
 	return rpcError(api.CodeNotRunning, "sandbox %s is not running (%v): create a new sandbox", sb.ID(), reason)
 }
 
-// internalError reports an unexpected failure.
+// internalError reports an unexpected failure. The request may have
+// taken effect before it failed, so the advice is to look before doing it
+// again, never to repeat it blindly.
 func internalError(op string, err error) *api.Error {
-	return rpcError(api.CodeInternal, "%s: %v: the sandbox may still work: retry, or close it and create a new one", op, err)
+	return rpcError(api.CodeInternal, "%s: %v: it may have taken effect: check the sandbox before sending it again, or close the sandbox and create a new one", op, err)
 }
 
 // execError maps a failure to run a command.
@@ -84,7 +86,7 @@ func execError(ctx context.Context, e *sandboxEntry, argv []string, err error) *
 	if errors.As(err, &pe) && pe.Code == agentproto.CodeInvalid {
 		return rpcError(api.CodeInvalidParams, "the sandbox refused the command: %v: fix the command, its environment or working_dir", pe)
 	}
-	return internalError("exec", err)
+	return rpcError(api.CodeInternal, "exec: %v: the command may have run, and its result is lost: check what it does before running it again, or close the sandbox and create a new one", err)
 }
 
 func argv0(argv []string) string {
