@@ -132,7 +132,10 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", n)
 		}
 	}
-	fmt.Println(res.r.ID)
+	if _, err := fmt.Println(res.r.ID); err != nil {
+		// The sandbox runs on, as asked; airlock list shows it.
+		return fmt.Errorf("print the id of sandbox %s: %w", res.r.ID, err)
+	}
 	return nil
 }
 

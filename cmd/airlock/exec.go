@@ -241,12 +241,27 @@ running; when the command ends, attach exits with its exit code.`,
 					_ = p.Stdin().Close()
 				}()
 			}
+			// Output that cannot be written (its reader has gone) detaches,
+			// as Ctrl-C does: the command goes on.
 			var copies sync.WaitGroup
-			copies.Go(func() { _, _ = io.Copy(os.Stdout, p.Stdout()) })
-			copies.Go(func() { _, _ = io.Copy(os.Stderr, p.Stderr()) })
+			var gone error
+			var goneOnce sync.Once
+			copyOut := func(w io.Writer, r io.Reader) {
+				if _, err := io.Copy(w, r); err != nil {
+					goneOnce.Do(func() {
+						gone = err
+						_ = p.Cancel(ctx)
+					})
+				}
+			}
+			copies.Go(func() { copyOut(os.Stdout, p.Stdout()) })
+			copies.Go(func() { copyOut(os.Stderr, p.Stderr()) })
 			res, err := p.Wait()
 			// Print everything that arrived before the end.
 			copies.Wait()
+			if gone != nil {
+				return fmt.Errorf("write the output of sandbox %s: %w", sb.ID(), gone)
+			}
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agent"
 )
@@ -27,6 +28,12 @@ func main() {
 		agent.Main(os.Args)
 		return
 	}
+	// A write to a stdout or stderr whose reader has gone fails with
+	// EPIPE instead of killing airlock with SIGPIPE, as Go does unless
+	// SIGPIPE is notified: a command that owns a sandbox then tears it
+	// down in order and exits as if SIGPIPE had killed it. (A handler, not
+	// SIG_IGN, which would be inherited by the processes airlock starts.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
@@ -36,10 +43,33 @@ func main() {
 	case err == nil:
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
+	case errors.Is(err, syscall.EPIPE) && outputGone():
+		// Nobody reads what would say so.
+		os.Exit(exitOutputGone)
 	default:
 		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
 		os.Exit(125)
 	}
+}
+
+// exitOutputGone is the exit code of a command whose output lost its
+// reader: that of a process killed by SIGPIPE, as a shell reports it, so
+// that `airlock run -- yes | head -1` ends as `yes | head -1` does.
+const exitOutputGone = 128 + int(syscall.SIGPIPE)
+
+// outputGone reports whether standard output or standard error is a pipe
+// or socket whose reader has gone.
+func outputGone() bool {
+	fds := []unix.PollFd{{Fd: 1, Events: unix.POLLOUT}, {Fd: 2, Events: unix.POLLOUT}}
+	if _, err := unix.Poll(fds, 0); err != nil {
+		return false
+	}
+	for _, f := range fds {
+		if f.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func newRootCmd() *cobra.Command {
