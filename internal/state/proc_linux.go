@@ -5,8 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/unixsock"
 )
 
 // ProcessStartTime returns the start time of process pid in clock ticks
@@ -78,3 +84,41 @@ func parseStat(b []byte) (state byte, start uint64, err error) {
 	}
 	return fields[0][0], start, nil
 }
+
+// socketPeer connects to the unix socket at path and returns the pid of
+// the process that serves it, as the kernel recorded when it listened.
+func socketPeer(path string) (int, error) {
+	addr, release, err := unixsock.Addr(path)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	d := net.Dialer{Timeout: socketProbeTimeout}
+	c, err := d.Dial("unix", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	if cred.Pid <= 0 {
+		return 0, fmt.Errorf("the process serving %s is not visible here", path)
+	}
+	return int(cred.Pid), nil
+}
+
+// socketProbeTimeout bounds connecting to a control socket to find its
+// server.
+const socketProbeTimeout = 2 * time.Second

@@ -35,7 +35,8 @@ const (
 	// gone (or its pid now belongs to another process).
 	ReasonSupervisorDied = "supervisor died"
 	// ReasonUnreadable: the sandbox folder exists but its state.json is
-	// missing, too large or not a valid record.
+	// missing, too large or not a valid record, and no supervisor serves
+	// the sandbox.
 	ReasonUnreadable = "unreadable state"
 )
 
@@ -78,6 +79,10 @@ type Record struct {
 	// Config is the sandbox configuration, already passed through Redact
 	// by the caller.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Damaged, set only in what Get and List return, says that the
+	// record could not be read: which file, what is wrong with it, and
+	// what to do. The other fields then hold what is known without it.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Supervisor identifies a process across PID reuse: its pid and its start

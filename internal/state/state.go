@@ -5,28 +5,40 @@
 //
 // Layout, under <home>/sandboxes (0700, owned by the user):
 //
-//	<id>/state.json   the Record (0600), replaced atomically by rename
-//	<id>/lock         flock held by every read-modify-write (0600)
-//	<id>/ctl.sock     the control socket, created by the supervisor
-//	<id>/logs/        logs (0700); LogPath is logs/main.log
+//	<id>/state.json       the Record (0600), replaced atomically (a synced
+//	                      temporary file renamed over it)
+//	<id>/supervisor.json  who supervises the sandbox (0600), written once
+//	                      with the folder, so that a damaged state.json
+//	                      does not hide a live sandbox
+//	<id>/lock             flock held by every read-modify-write (0600)
+//	<id>/ctl.sock         the control socket, created by the supervisor
+//	<id>/logs/            logs (0700); LogPath is logs/main.log
 //
 // A sandbox folder is never seen half made or half removed: Register builds
 // it under a hidden name and renames it into place, and Remove renames it
 // to a hidden name before deleting it. Per-sandbox folders are opened
-// through an os.Root and never through a symbolic link.
+// through an os.Root and never through a symbolic link; every file is
+// read within a bound, and only when it is a regular file.
 //
 // Liveness is decided by the supervisor's pid and start time, so a reused
 // pid is not mistaken for a live sandbox: a record that says running whose
-// supervisor is gone reads as crashed, and is saved so.
+// supervisor is gone reads as crashed. Reading never writes: Get and List
+// work, and Remove frees space, on a full disk.
+//
+// A state.json that cannot be read (empty, truncated, not a record, not a
+// regular file, too large) does not make a sandbox unreachable: Get and
+// List return what the folder still tells (the supervisor, from
+// supervisor.json or from the process serving ctl.sock) with Damaged
+// saying what is wrong and how to get rid of it, and Remove removes it.
 package state
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,14 +51,15 @@ import (
 )
 
 const (
-	sandboxesDir = "sandboxes"
-	stateFile    = "state.json"
-	configFile   = "config.json"
-	tmpFile      = ".state.json.tmp" // written only under the lock, or in a staging folder
-	lockFile     = "lock"
-	logsDir      = "logs"
-	socketFile   = "ctl.sock"
-	mainLog      = "main.log"
+	sandboxesDir   = "sandboxes"
+	stateFile      = "state.json"
+	configFile     = "config.json"
+	supervisorFile = "supervisor.json"
+	tmpFile        = ".state.json.tmp" // written only under the lock, or in a staging folder
+	lockFile       = "lock"
+	logsDir        = "logs"
+	socketFile     = "ctl.sock"
+	mainLog        = "main.log"
 
 	// maxStateSize bounds state.json, when read and when written.
 	maxStateSize = 1 << 20
@@ -193,24 +206,29 @@ func populate(root *os.Root, name string, rec Record) error {
 			return err
 		}
 	}
+	if err := writeSupervisor(sub, rec); err != nil {
+		return err
+	}
 	return writeRecord(sub, rec)
 }
 
 // writeConfig writes config.json into a folder no one else sees yet.
 func writeConfig(sub *os.Root, cfg json.RawMessage) error {
-	f, err := sub.OpenFile(configFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
-	if err != nil {
+	if err := writeNew(sub, configFile, append(cfg, '\n')); err != nil {
 		return fmt.Errorf("write config: %w", err)
 	}
-	err = f.Chmod(filePerm)
-	if err == nil {
-		_, err = f.Write(append(cfg, '\n'))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	return nil
+}
+
+// writeSupervisor writes supervisor.json into a folder no one else sees
+// yet. It is never changed afterwards.
+func writeSupervisor(sub *os.Root, rec Record) error {
+	b, err := json.Marshal(supervisorInfo{Supervisor: rec.Supervisor, Kind: rec.Kind, CreatedAt: rec.CreatedAt})
 	if err != nil {
-		return fmt.Errorf("write config: %w", err)
+		return fmt.Errorf("encode supervisor: %w", err)
+	}
+	if err := writeNew(sub, supervisorFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("write supervisor: %w", err)
 	}
 	return nil
 }
@@ -218,54 +236,77 @@ func writeConfig(sub *os.Root, cfg json.RawMessage) error {
 // Update changes the record of sandbox id: it reads it, calls fn and writes
 // the result, holding the sandbox's lock so that concurrent updates from
 // this or other processes are applied one after the other. fn sees the
-// record as stored (no liveness applied) and must not change its ID.
+// record as stored (no liveness applied) and must not change its ID. A
+// record that cannot be read fails with ErrDamaged; its supervisor, which
+// knows the whole record, may Replace it.
 func (s *Store) Update(id string, fn func(*Record)) error {
-	_, err := s.update(id, func(rec *Record) bool {
-		fn(rec)
-		return true
-	})
-	return err
-}
-
-// update is Update for an fn that reports whether it changed the record;
-// it returns the record as stored afterwards.
-func (s *Store) update(id string, fn func(*Record) bool) (Record, error) {
 	if err := ValidateID(id); err != nil {
-		return Record{}, fmt.Errorf("update sandbox: %w", err)
+		return fmt.Errorf("update sandbox: %w", err)
 	}
 	root, err := s.openRoot()
 	if err != nil {
-		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+		return fmt.Errorf("update sandbox %s: %w", id, err)
 	}
 	defer root.Close()
 	sub, unlock, err := lockSandbox(root, id)
 	if err != nil {
-		return Record{}, wrap(err, "update sandbox %s", id)
+		return wrap(err, "update sandbox %s", id)
 	}
 	defer sub.Close()
 	defer unlock()
 	rec, err := readRecord(sub, id)
 	if err != nil {
-		return Record{}, wrap(err, "update sandbox %s", id)
+		return wrap(err, "update sandbox %s", id)
 	}
-	if !fn(&rec) {
-		return rec, nil
-	}
+	fn(&rec)
 	if rec.ID != id {
-		return Record{}, fmt.Errorf("update sandbox %s: the id cannot change (to %q)", id, rec.ID)
+		return fmt.Errorf("update sandbox %s: the id cannot change (to %q)", id, rec.ID)
 	}
 	if err := validate(rec); err != nil {
-		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+		return fmt.Errorf("update sandbox %s: %w", id, err)
 	}
 	if err := writeRecord(sub, rec); err != nil {
-		return Record{}, fmt.Errorf("update sandbox %s: %w", id, err)
+		return fmt.Errorf("update sandbox %s: %w", id, err)
 	}
-	return rec, nil
+	return nil
+}
+
+// Replace writes rec as the record of an existing sandbox, whatever the
+// record holds now, even when it cannot be read: it is how a supervisor,
+// which knows the whole record, repairs a damaged one.
+func (s *Store) Replace(rec Record) error {
+	rec.Config = Redact(rec.Config)
+	if err := validate(rec); err != nil {
+		return fmt.Errorf("replace the record of sandbox: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return fmt.Errorf("replace the record of sandbox %s: %w", rec.ID, err)
+	}
+	defer root.Close()
+	sub, unlock, err := lockSandbox(root, rec.ID)
+	if err != nil {
+		return wrap(err, "replace the record of sandbox %s", rec.ID)
+	}
+	defer sub.Close()
+	defer unlock()
+	if fi, err := sub.Lstat(stateFile); err == nil && fi.IsDir() {
+		// rename(2) cannot put a file over a directory.
+		if err := sub.RemoveAll(stateFile); err != nil {
+			return fmt.Errorf("replace the record of sandbox %s: %w", rec.ID, err)
+		}
+	}
+	if err := writeRecord(sub, rec); err != nil {
+		return fmt.Errorf("replace the record of sandbox %s: %w", rec.ID, err)
+	}
+	return nil
 }
 
 // Get returns the record of sandbox id. When it says running but its
-// supervisor is gone, the sandbox is recorded as crashed with
-// ReasonSupervisorDied, and returned so.
+// supervisor is gone, it is returned as crashed with
+// ReasonSupervisorDied; nothing is written. When state.json cannot be
+// read, Get returns what the folder still tells, with Damaged set (see
+// the package documentation), and no error.
 func (s *Store) Get(id string) (Record, error) {
 	if err := ValidateID(id); err != nil {
 		return Record{}, fmt.Errorf("read state of sandbox: %w", err)
@@ -275,24 +316,15 @@ func (s *Store) Get(id string) (Record, error) {
 		return Record{}, fmt.Errorf("read state of sandbox %s: %w", id, err)
 	}
 	defer root.Close()
-	rec, err := read(root, id)
+	rec, err := s.read(root, id)
 	if err != nil {
 		return Record{}, wrap(err, "read state of sandbox %s", id)
-	}
-	if !dead(rec) {
-		return rec, nil
-	}
-	rec, err = s.update(id, markCrashed)
-	if err != nil {
-		return Record{}, wrap(err, "record crash of sandbox %s", id)
 	}
 	return rec, nil
 }
 
-// List returns every sandbox, newest first, with liveness applied as by
-// Get. A folder whose state cannot be read is listed as crashed with
-// ReasonUnreadable, its ID the folder's name and its CreatedAt the folder's
-// modification time, so that it can be removed.
+// List returns every sandbox, newest first, as Get returns them. Nothing
+// is written.
 func (s *Store) List() ([]Record, error) {
 	root, err := s.openRoot()
 	if err != nil {
@@ -305,20 +337,17 @@ func (s *Store) List() ([]Record, error) {
 	}
 	recs := make([]Record, 0, len(entries))
 	for _, e := range entries {
-		rec, err := read(root, e.Name())
+		rec, err := s.read(root, e.Name())
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue // removed meanwhile
 		case err != nil:
-			rec = Record{ID: e.Name(), Status: StatusCrashed, Reason: ReasonUnreadable}
+			// The folder itself cannot be opened (it was replaced
+			// meanwhile, or its permissions changed).
+			rec = Record{ID: e.Name(), Status: StatusCrashed, Reason: ReasonUnreadable,
+				Damaged: fmt.Sprintf("%s cannot be read (%v): remove it with `airlock rm %s`", s.Dir(e.Name()), err, e.Name())}
 			if fi, err := root.Lstat(e.Name()); err == nil {
 				rec.CreatedAt = fi.ModTime()
-			}
-		case dead(rec):
-			if saved, err := s.update(rec.ID, markCrashed); err == nil {
-				rec = saved
-			} else {
-				markCrashed(&rec) // report it all the same
 			}
 		}
 		recs = append(recs, rec)
@@ -373,8 +402,9 @@ func (s *Store) Resolve(prefix string) (string, error) {
 }
 
 // Remove deletes the folder of sandbox id. It refuses, with ErrRunning, a
-// sandbox that is running with its supervisor alive. A folder whose state
-// cannot be read is removed.
+// sandbox that is running with its supervisor alive, judged as Get does
+// when its state cannot be read. It writes nothing before deleting, so it
+// works on a full disk; a lock file that cannot be used does not stop it.
 func (s *Store) Remove(id string) error {
 	if err := ValidateID(id); err != nil {
 		return fmt.Errorf("remove sandbox: %w", err)
@@ -385,11 +415,24 @@ func (s *Store) Remove(id string) error {
 	}
 	defer root.Close()
 	sub, unlock, err := lockSandbox(root, id)
+	if errors.Is(err, errLockFile) {
+		// A damaged lock file must not keep the folder: remove it
+		// unlocked. Nothing else changes a folder whose lock cannot be
+		// taken.
+		sub, err = openSandbox(root, id)
+		unlock = func() {}
+	}
 	if err != nil {
 		return wrap(err, "remove sandbox %s", id)
 	}
 	rec, err := readRecord(sub, id)
-	if err == nil && rec.Status == StatusRunning && rec.Supervisor.Alive() {
+	switch {
+	case err == nil:
+		markCrashed(&rec)
+	case errors.Is(err, ErrDamaged):
+		rec = s.fromFolder(sub, id, err)
+	}
+	if rec.Status == StatusRunning {
 		unlock()
 		sub.Close()
 		return errorf(ErrRunning, "sandbox %s is running: stop it with `airlock kill %s` first", id, id)
@@ -398,11 +441,20 @@ func (s *Store) Remove(id string) error {
 	// the lock then finds it gone, and List never sees a half-removed one.
 	trash := ".rm-" + id + "-" + randomSuffix()
 	err = root.Rename(id, trash)
+	if err != nil {
+		// A rename may need room that a full disk does not have (a
+		// longer name in the directory): remove the folder where it
+		// is, still holding the lock.
+		sub.Close()
+		rerr := root.RemoveAll(id)
+		unlock()
+		if rerr != nil {
+			return fmt.Errorf("remove sandbox %s: %w", id, errors.Join(err, rerr))
+		}
+		return nil
+	}
 	unlock()
 	sub.Close()
-	if err != nil {
-		return fmt.Errorf("remove sandbox %s: %w", id, err)
-	}
 	if err := root.RemoveAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}
@@ -493,10 +545,10 @@ func lockSandbox(root *os.Root, id string) (sub *os.Root, unlock func(), err err
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := sub.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, filePerm)
+	f, err := openRegular(sub, lockFile, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		sub.Close()
-		return nil, nil, fmt.Errorf("lock: %w", err)
+		return nil, nil, fmt.Errorf("%w: %w", errLockFile, err)
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
@@ -520,50 +572,56 @@ func lockSandbox(root *os.Root, id string) (sub *os.Root, unlock func(), err err
 	return sub, unlock, nil
 }
 
-// read reads the record of sandbox id in root, without liveness.
-func read(root *os.Root, id string) (Record, error) {
+// read reads the record of sandbox id in root, with liveness applied;
+// a damaged record is replaced by what the folder tells (fromFolder).
+func (s *Store) read(root *os.Root, id string) (Record, error) {
 	sub, err := openSandbox(root, id)
 	if err != nil {
 		return Record{}, err
 	}
 	defer sub.Close()
-	return readRecord(sub, id)
-}
-
-// readRecord reads state.json in the folder of sandbox id.
-func readRecord(sub *os.Root, id string) (Record, error) {
-	fi, err := sub.Lstat(stateFile)
-	if err != nil {
+	rec, err := readRecord(sub, id)
+	switch {
+	case errors.Is(err, ErrDamaged):
+		return s.fromFolder(sub, id, err), nil
+	case err != nil:
 		return Record{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return Record{}, fmt.Errorf("%s is not a regular file", stateFile)
-	}
-	f, err := sub.Open(stateFile)
-	if err != nil {
-		return Record{}, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
-	if err != nil {
-		return Record{}, err
-	}
-	if len(b) > maxStateSize {
-		return Record{}, fmt.Errorf("%s is larger than %d bytes", stateFile, maxStateSize)
-	}
-	var rec Record
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return Record{}, fmt.Errorf("parse %s: %w", stateFile, err)
-	}
-	if rec.ID != id {
-		return Record{}, fmt.Errorf("%s is for sandbox %q", stateFile, rec.ID)
-	}
+	markCrashed(&rec)
 	return rec, nil
 }
 
-// writeRecord replaces state.json in sub atomically. The caller holds the
-// lock, or sub is a staging folder no one else knows.
+// readRecord reads state.json in the folder of sandbox id. A file that
+// is missing, not a regular file, too large or not a valid record of
+// this sandbox fails with an error that wraps ErrDamaged.
+func readRecord(sub *os.Root, id string) (Record, error) {
+	b, err := readBounded(sub, stateFile, maxStateSize)
+	if err != nil {
+		return Record{}, damaged(err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		if len(bytes.TrimSpace(b)) == 0 {
+			return Record{}, damaged(errors.New("it is empty"))
+		}
+		return Record{}, damaged(fmt.Errorf("it is not a valid record: %w", err))
+	}
+	if rec.ID != id {
+		return Record{}, damaged(fmt.Errorf("it is the record of sandbox %q", rec.ID))
+	}
+	if err := validate(rec); err != nil {
+		return Record{}, damaged(fmt.Errorf("it is not a valid record: %w", err))
+	}
+	rec.Damaged = ""
+	return rec, nil
+}
+
+// writeRecord replaces state.json in sub atomically: the new record goes
+// to a temporary file, which is synced and renamed over it, so that a
+// crash leaves the old record or the new one, never part of one. The
+// caller holds the lock, or sub is a staging folder no one else knows.
 func writeRecord(sub *os.Root, rec Record) error {
+	rec.Damaged = ""
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -572,17 +630,19 @@ func writeRecord(sub *os.Root, rec Record) error {
 	if len(b) > maxStateSize {
 		return fmt.Errorf("encode state: %d bytes, more than the %d allowed", len(b), maxStateSize)
 	}
-	f, err := sub.OpenFile(tmpFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, filePerm)
-	if err != nil {
-		return fmt.Errorf("write state: %w", err)
+	// A temporary file left by a writer that died is the lock holder's
+	// to remove.
+	if fi, err := sub.Lstat(tmpFile); err == nil {
+		if fi.IsDir() {
+			err = sub.RemoveAll(tmpFile)
+		} else {
+			err = sub.Remove(tmpFile)
+		}
+		if err != nil {
+			return fmt.Errorf("write state: %w", err)
+		}
 	}
-	err = f.Chmod(filePerm) // whatever the umask, or a stale file, left
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeNew(sub, tmpFile, b)
 	if err == nil {
 		err = sub.Rename(tmpFile, stateFile)
 	}
@@ -612,18 +672,16 @@ func dead(rec Record) bool {
 	return rec.Status == StatusRunning && !rec.Supervisor.Alive()
 }
 
-// markCrashed records that the supervisor of a running sandbox died. It
-// changes nothing, and returns false, when the sandbox is not running or
-// its supervisor is alive.
+// markCrashed says, in rec, that the supervisor of a running sandbox
+// died. It changes nothing, and returns false, when the sandbox is not
+// running or its supervisor is alive. When the supervisor died is not
+// known: StoppedAt stays zero.
 func markCrashed(rec *Record) bool {
 	if !dead(*rec) {
 		return false
 	}
 	rec.Status = StatusCrashed
 	rec.Reason = ReasonSupervisorDied
-	if rec.StoppedAt.IsZero() {
-		rec.StoppedAt = time.Now()
-	}
 	return true
 }
 

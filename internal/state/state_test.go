@@ -353,11 +353,12 @@ func TestLivenessWithChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != StatusCrashed || got.Reason != ReasonSupervisorDied || got.StoppedAt.IsZero() {
+	if got.Status != StatusCrashed || got.Reason != ReasonSupervisorDied || !got.StoppedAt.IsZero() {
 		t.Errorf("Get after the supervisor died: %+v", got)
 	}
-	if rec := onDisk(t, dir, "sb-child"); rec.Status != StatusCrashed || rec.Reason != ReasonSupervisorDied {
-		t.Errorf("state.json after the supervisor died: %+v", rec)
+	// Reading never writes: a full disk must not stop it.
+	if rec := onDisk(t, dir, "sb-child"); rec.Status != StatusRunning || rec.Reason != "" {
+		t.Errorf("Get wrote state.json after the supervisor died: %+v", rec)
 	}
 	if err := s.Remove("sb-child"); err != nil {
 		t.Errorf("Remove of a crashed sandbox: %v", err)
@@ -385,8 +386,8 @@ func TestPIDReuse(t *testing.T) {
 	if status["sb-reused"] != StatusCrashed+"/"+ReasonSupervisorDied || status["sb-live"] != StatusRunning+"/" {
 		t.Errorf("List: %v", status)
 	}
-	if rec := onDisk(t, dir, "sb-reused"); rec.Status != StatusCrashed {
-		t.Errorf("List did not save the crash: %+v", rec)
+	if rec := onDisk(t, dir, "sb-reused"); rec.Status != StatusRunning {
+		t.Errorf("List wrote state.json: %+v", rec)
 	}
 	if got, err := s.Get("sb-reused"); err != nil || got.Status != StatusCrashed {
 		t.Errorf("Get: %+v, %v", got, err)
@@ -524,8 +525,8 @@ func TestSymlinksRefused(t *testing.T) {
 	if err := os.Symlink(filepath.Join(target, "state.json"), state); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get("sb-real"); err == nil {
-		t.Error("Get followed a state.json link out of the folder")
+	if got, err := s.Get("sb-real"); err != nil || !strings.Contains(got.Damaged, "symbolic link") || got.Reason != ReasonUnreadable {
+		t.Errorf("Get of a state.json link out of the folder: %+v, %v", got, err)
 	}
 }
 
@@ -574,8 +575,8 @@ func TestGarbageListedAsCrashed(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, id)); err != nil {
 			t.Errorf("List removed %s: %v", id, err)
 		}
-		if _, err := s.Get(id); err == nil {
-			t.Errorf("Get(%s) read garbage", id)
+		if got, err := s.Get(id); err != nil || got.Damaged == "" || got.Status != StatusCrashed {
+			t.Errorf("Get(%s) of garbage: %+v, %v", id, got, err)
 		}
 		if err := s.Remove(id); err != nil {
 			t.Errorf("Remove(%s): %v", id, err)
