@@ -76,6 +76,9 @@ func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client
 	if err != nil {
 		return nil, nil, err
 	}
+	// A damaged record does not keep a running sandbox out of reach: its
+	// control socket works all the same.
+	warnDamaged(r)
 	if r.Status != state.StatusRunning {
 		return nil, nil, fmt.Errorf("sandbox %s is %s, not running: start a new one with airlock run --detach", id, r.Status)
 	}

@@ -80,7 +80,11 @@ func newListCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\n", r.ID, statusText(r), r.Image, r.Isolation, state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			warnDamaged(recs...)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&running, "running", false, "only running sandboxes")
@@ -91,12 +95,24 @@ func newListCmd() *cobra.Command {
 
 func statusText(r state.Record) string {
 	switch {
+	case r.Damaged != "":
+		return r.Status + " (damaged record)"
 	case r.Status == state.StatusStopped && r.ExitCode != nil:
 		return fmt.Sprintf("stopped (%d)", *r.ExitCode)
 	case r.Status == state.StatusCrashed && r.Reason != "":
 		return "crashed: " + r.Reason
 	}
 	return r.Status
+}
+
+// warnDamaged says, on standard error, which records could not be read
+// and what to do about them.
+func warnDamaged(recs ...state.Record) {
+	for _, r := range recs {
+		if r.Damaged != "" {
+			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", r.ID, r.Damaged)
+		}
+	}
 }
 
 func commandText(r state.Record) string {
@@ -127,6 +143,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnDamaged(r)
 			return writeJSON(r)
 		},
 	}
@@ -157,7 +174,12 @@ of an "airlock rpc" session is closed through its control socket.`,
 			if err != nil {
 				return err
 			}
-			return forEach(ids, asJSON, "killed", func(id string) error { return killSandbox(cmd.Context(), store, id) })
+			return forEach(ids, asJSON, "killed", func(id string) error {
+				if r, err := store.Get(id); err == nil && !asJSON {
+					warnDamaged(r)
+				}
+				return killSandbox(cmd.Context(), store, id)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
@@ -233,8 +255,9 @@ func killSandbox(ctx context.Context, store *state.Store, id string) error {
 	if r.Status != state.StatusRunning {
 		return fmt.Errorf("not running (%s)", r.Status)
 	}
-	if r.Kind == state.KindRPC {
-		// Its supervisor serves other sandboxes too: close just this one.
+	if r.Kind != state.KindDetached {
+		// Its supervisor serves other sandboxes too (or, the record
+		// being damaged, it may): close just this one.
 		return closeThroughSocket(ctx, store, id)
 	}
 	if err := syscall.Kill(r.Supervisor.PID, syscall.SIGTERM); err != nil {
@@ -249,9 +272,14 @@ func killSandbox(ctx context.Context, store *state.Store, id string) error {
 	if err := airlock.Reclaim(id); err != nil {
 		return fmt.Errorf("clean up after its supervisor: %w", err)
 	}
-	return store.Update(id, func(rec *state.Record) {
+	// The sandbox is gone whether or not this is recorded (the disk may
+	// be full, the record damaged): it then reads as crashed.
+	if err := store.Update(id, func(rec *state.Record) {
 		rec.Status, rec.StoppedAt, rec.Reason = state.StatusStopped, time.Now(), "killed (supervisor did not stop in time)"
-	})
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s was killed, but this could not be recorded: %v\n", id, err)
+	}
+	return nil
 }
 
 // waitGone waits until the process is gone, for at most d.
@@ -306,11 +334,18 @@ func newRmCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if !asJSON {
+					warnDamaged(r)
+				}
 				if r.Status == state.StatusRunning {
 					if !force {
 						return errors.New("it is running: `airlock kill` it first, or use --force")
 					}
 					if err := killSandbox(cmd.Context(), store, id); err != nil {
+						return err
+					}
+					// How it ended decides what is left to clean.
+					if r, err = store.Get(id); err != nil {
 						return err
 					}
 				}
@@ -346,9 +381,19 @@ func newPruneCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ids, err := pickIDs(store, nil, true, func(r state.Record) bool { return r.Status != state.StatusRunning })
+			recs, err := store.List()
 			if err != nil {
 				return err
+			}
+			var ids []string
+			for _, r := range recs {
+				switch {
+				case r.Status != state.StatusRunning:
+					ids = append(ids, r.ID)
+				case r.Damaged != "" && !asJSON:
+					// Running, so kept; but its record needs attention.
+					warnDamaged(r)
+				}
 			}
 			err = forEach(ids, asJSON, "removed", func(id string) error {
 				r, err := store.Get(id)

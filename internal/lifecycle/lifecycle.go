@@ -47,8 +47,10 @@ type Options struct {
 type Supervision struct {
 	id    string
 	store *state.Store
-	ln    net.Listener
-	log   *slog.Logger
+	// rec is the record as registered, to write anew if it is damaged.
+	rec state.Record
+	ln  net.Listener
+	log *slog.Logger
 	// cancel ends the control sessions; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -91,7 +93,7 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 		return nil, fmt.Errorf("open the control socket of sandbox %s: %w", sb.ID(), err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Supervision{id: sb.ID(), store: o.Store, ln: ln, log: o.Logger, cancel: cancel}
+	s := &Supervision{id: sb.ID(), store: o.Store, rec: rec, ln: ln, log: o.Logger, cancel: cancel}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -163,7 +165,17 @@ func (s *Supervision) end(status, reason string, exitCode *int) {
 		s.cancel()
 		s.wg.Wait()
 		_ = os.Remove(s.store.SocketPath(s.id))
-		if err := s.store.Update(s.id, func(r *state.Record) { markEnded(r, status, reason, exitCode) }); err != nil {
+		err := s.store.Update(s.id, func(r *state.Record) { markEnded(r, status, reason, exitCode) })
+		if errors.Is(err, state.ErrDamaged) {
+			// The record was damaged while the sandbox ran: this
+			// process knows all of it.
+			rec := s.rec
+			markEnded(&rec, status, reason, exitCode)
+			err = s.store.Replace(rec)
+		}
+		if err != nil {
+			// A full disk, for one: the record still says running, and
+			// reads as crashed once this process is gone.
 			s.log.Warn("could not record that the sandbox stopped", "sandbox", s.id, "err", err)
 		}
 	})
