@@ -78,7 +78,11 @@ func newListCmd() *cobra.Command {
 				if r.Status == state.StatusRunning {
 					pid = fmt.Sprint(r.Supervisor.PID)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\n", r.ID, statusText(r), r.Image, r.Isolation, state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
+				where := r.Image + "/" + r.Isolation
+				if where == "/" {
+					where = "-" // not known: the record is damaged
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, statusText(r), where, state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -32,19 +32,19 @@ func damaged(cause error) error {
 	return &damageError{cause: cause}
 }
 
-// maxSupervisorSize bounds supervisor.json when read.
-const maxSupervisorSize = 4 << 10
-
 // supervisorInfo is supervisor.json: the part of a Record that is known
 // when the sandbox is registered and never changes.
 type supervisorInfo struct {
 	Supervisor Supervisor `json:"supervisor"`
 	Kind       string     `json:"kind,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
+	Isolation  string     `json:"isolation,omitempty"`
+	Image      string     `json:"image,omitempty"`
+	Command    []string   `json:"command,omitempty"`
 }
 
 func readSupervisorInfo(sub *os.Root) (supervisorInfo, error) {
-	b, err := readBounded(sub, supervisorFile, maxSupervisorSize)
+	b, err := readBounded(sub, supervisorFile, maxStateSize)
 	if err != nil {
 		return supervisorInfo{}, err
 	}
@@ -71,6 +71,7 @@ func (s *Store) fromFolder(sub *os.Root, id string, cause error) Record {
 	info, infoErr := readSupervisorInfo(sub)
 	if infoErr == nil {
 		rec.Supervisor, rec.Kind, rec.CreatedAt = info.Supervisor, info.Kind, info.CreatedAt
+		rec.Isolation, rec.Image, rec.Command = info.Isolation, info.Image, info.Command
 	} else if fi, err := sub.Stat("."); err == nil {
 		rec.CreatedAt = fi.ModTime()
 	}

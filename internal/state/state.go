@@ -223,7 +223,8 @@ func writeConfig(sub *os.Root, cfg json.RawMessage) error {
 // writeSupervisor writes supervisor.json into a folder no one else sees
 // yet. It is never changed afterwards.
 func writeSupervisor(sub *os.Root, rec Record) error {
-	b, err := json.Marshal(supervisorInfo{Supervisor: rec.Supervisor, Kind: rec.Kind, CreatedAt: rec.CreatedAt})
+	b, err := json.Marshal(supervisorInfo{Supervisor: rec.Supervisor, Kind: rec.Kind, CreatedAt: rec.CreatedAt,
+		Isolation: rec.Isolation, Image: rec.Image, Command: rec.Command})
 	if err != nil {
 		return fmt.Errorf("encode supervisor: %w", err)
 	}
