@@ -303,7 +303,7 @@ func TestCreateParams(t *testing.T) {
 		says   string
 	}{
 		{map[string]any{"network": map[string]any{"allowed_hosts": []string{"http://example.com/"}}}, api.CodeInvalidParams, "allowed_hosts[0]"},
-		{map[string]any{"network": map[string]any{"proxy": "x"}}, api.CodeInvalidParams, `unknown field "proxy"`},
+		{map[string]any{"network": map[string]any{"proxy": "x"}}, api.CodeInvalidParams, `unknown field "network.proxy"`},
 		{map[string]any{"network": "none"}, api.CodeInvalidParams, `"network" must be an object`},
 		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/w": map[string]any{"type": "memory"}}}}, api.CodeUnsupported, "vfs"},
 		{map[string]any{"resources": map[string]any{"cpus": "two"}}, api.CodeInvalidParams, `"resources.cpus"`},

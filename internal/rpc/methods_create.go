@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/strictjson"
 	"github.com/airlock-sandbox/airlock/policy"
 )
 
@@ -139,6 +141,10 @@ func decodeNetwork(raw json.RawMessage) (*policy.Config, *api.Error) {
 		case errors.As(err, &ce):
 			return nil, invalidParams("create params: %v", err)
 		case strings.Contains(err.Error(), "unknown field"):
+			// Named by its path in create's params.
+			if ue := strictjson.Find(raw, reflect.TypeFor[policy.Config]()); ue != nil {
+				return nil, invalidParams("create params: %v", ue.In("network"))
+			}
 			return nil, invalidParams("create params: %v: the network object takes %s", err, networkFields)
 		}
 		return nil, invalidParams("create params: %v", err)
@@ -237,6 +243,9 @@ func (ss *session) closeSandbox(ctx context.Context, j *job) (any, error) {
 
 // info describes the server and the session's sandboxes.
 func (ss *session) info(ctx context.Context, j *job) (any, error) {
+	if e := decodeParams(api.MethodInfo, j.req.params, &struct{}{}); e != nil {
+		return nil, e
+	}
 	ss.mu.Lock()
 	entries := ss.sbs.list()
 	ss.mu.Unlock()

@@ -95,7 +95,7 @@ func TestCreateNetworkRefused(t *testing.T) {
 		params map[string]any
 		says   []string
 	}{
-		{map[string]any{"network": map[string]any{"allowed_host": []string{"example.com"}}}, []string{`unknown field "allowed_host"`, "allowed_hosts"}},
+		{map[string]any{"network": map[string]any{"allowed_host": []string{"example.com"}}}, []string{`unknown field "network.allowed_host" (did you mean "network.allowed_hosts"?)`}},
 		{map[string]any{"network": map[string]any{"allowed_hosts": []string{"example.com", "exa mple.com"}}}, []string{"allowed_hosts[1]"}},
 		{map[string]any{"network": map[string]any{"allowed_hosts": "example.com"}}, []string{`"network.allowed_hosts"`, "array"}},
 		{map[string]any{"network": map[string]any{"egress": []any{map[string]any{"destination": "db.example.com"}}}}, []string{"egress[0].ports"}},

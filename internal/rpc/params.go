@@ -9,17 +9,25 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/strictjson"
 )
 
-// decodeParams decodes a request's params object into v. Unknown fields
-// are ignored; a field of the wrong type is named in the error.
+// decodeParams decodes a request's params object into v strictly: a
+// member that v has no field for (a misspelt "memory_mbs" would otherwise
+// give a sandbox without its memory limit, silently) is refused, named by
+// its path, with the field it was likely meant to be; a field of the
+// wrong type is named in the error.
 func decodeParams(method string, raw json.RawMessage, v any) *api.Error {
 	if raw == nil {
 		return nil
 	}
-	err := json.Unmarshal(raw, v)
+	err := strictjson.Decode(raw, v)
 	if err == nil {
 		return nil
+	}
+	var ue *strictjson.UnknownFieldError
+	if errors.As(err, &ue) {
+		return unknownField(method, ue)
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -30,6 +38,15 @@ func decodeParams(method string, raw json.RawMessage, v any) *api.Error {
 		return invalidParams("%s params: %q must be %s, not %s", method, field, jsonKind(te.Type), strings.TrimSpace(te.Value))
 	}
 	return invalidParams("%s params: %v", method, err)
+}
+
+// unknownField is the error for a member no field takes.
+func unknownField(method string, ue *strictjson.UnknownFieldError) *api.Error {
+	if ue.Object == "" {
+		// "the object" would not say which.
+		ue = &strictjson.UnknownFieldError{Field: ue.Field, Object: method, Known: ue.Known, Suggestion: ue.Suggestion}
+	}
+	return invalidParams("%s params: %v", method, ue)
 }
 
 // jsonKind says in JSON terms what a Go type accepts.

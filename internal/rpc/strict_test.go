@@ -1,0 +1,144 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// misspelt is, per method, params with one field misspelt: the field's
+// path and the one it was meant to be ("" when none is close).
+var misspelt = []struct {
+	method     string
+	params     map[string]any
+	field, sug string
+}{
+	{api.MethodCreate, map[string]any{"resources": map[string]any{"memory_mbs": 512}}, "resources.memory_mbs", "resources.memory_mb"},
+	{api.MethodCreate, map[string]any{"pids_limt": 5}, "pids_limt", "pids_limit"},
+	{api.MethodCreate, map[string]any{"memory_mb": 512}, "memory_mb", ""},
+	{api.MethodCreate, map[string]any{"network": map[string]any{"secrets": map[string]any{"K": map[string]any{"value": "v", "hots": []string{"a.com"}}}}}, "network.secrets.K.hots", "network.secrets.K.hosts"},
+	{api.MethodCreate, map[string]any{"network": map[string]any{"egress": []any{map[string]any{"destination": "a.com", "port": []int{22}}}}}, "network.egress[0].port", "network.egress[0].ports"},
+	{api.MethodExec, map[string]any{"comand": "touch /tmp/ran"}, "comand", "command"},
+	{api.MethodExec, map[string]any{"command": "touch /tmp/ran", "timeout": 1}, "timeout", ""},
+	{api.MethodExec, map[string]any{"argv": []string{"touch", "/tmp/ran"}, "enviroment": map[string]string{}}, "enviroment", ""},
+	{api.MethodExecStream, map[string]any{"argv": []string{"touch", "/tmp/ran"}, "mdoe": "notifications"}, "mdoe", "mode"},
+	{api.MethodStdin, map[string]any{"id": 1, "dat": "eA=="}, "dat", "data"},
+	{api.MethodSignal, map[string]any{"id": 1, "signl": "TERM"}, "signl", "signal"},
+	{api.MethodResize, map[string]any{"id": 1, "row": 10, "cols": 10}, "row", "rows"},
+	{api.MethodCancel, map[string]any{"id": 1, "sandboxid": "x"}, "sandboxid", "sandbox_id"},
+	{api.MethodWriteFile, map[string]any{"path": "/tmp/ran", "content": "eA==", "mdoe": 420}, "mdoe", "mode"},
+	{api.MethodReadFile, map[string]any{"path": "/etc/hostname", "max_byte": 10}, "max_byte", "max_bytes"},
+	{api.MethodListFiles, map[string]any{"pth": "/"}, "pth", "path"},
+	{api.MethodStat, map[string]any{"paht": "/"}, "paht", "path"},
+	{api.MethodMkdir, map[string]any{"path": "/tmp/ran", "parent": true}, "parent", "parents"},
+	{api.MethodRemove, map[string]any{"path": "/etc/hostname", "recursiv": true}, "recursiv", "recursive"},
+	{api.MethodClose, map[string]any{"sandbox_di": "x"}, "sandbox_di", "sandbox_id"},
+	{api.MethodSubscribe, map[string]any{"type": []string{"exec"}}, "type", "types"},
+	{api.MethodUnsubscribe, map[string]any{"typs": []string{"exec"}}, "typs", "types"},
+	{api.MethodInfo, map[string]any{"verbose": true}, "verbose", ""},
+	{api.MethodAttach, map[string]any{"mod": "responses"}, "mod", "mode"},
+	{api.MethodPolicyGet, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
+	{api.MethodPolicyAllow, map[string]any{"hosts": "example.com"}, "hosts", "host"},
+	{api.MethodPolicyDeny, map[string]any{"hots": "example.com"}, "hots", "host"},
+	{api.MethodPolicyRemove, map[string]any{"hst": "example.com"}, "hst", "host"},
+}
+
+// TestUnknownFieldsRefused sends every method a misspelt field, over a
+// session that creates sandboxes (as airlock rpc) and over a control
+// session of one sandbox: each is refused with -32602 naming the field
+// and the one it was likely meant to be, and nothing is done.
+func TestUnknownFieldsRefused(t *testing.T) {
+	needAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shared, err := airlock.Create(ctx, airlock.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+
+	stdio := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	stdio.create("setup", nil)
+	control := newClient(t, Options{}, ServeOptions{Shared: []*airlock.Sandbox{shared}})
+	methods := map[string]bool{}
+	for name, c := range map[string]*client{"stdio": stdio, "control": control} {
+		for i, m := range misspelt {
+			methods[m.method] = true
+			if name == "control" && m.method == api.MethodCreate {
+				continue // refused there whatever its params
+			}
+			e := wantError(t, c.call(fmt.Sprintf("%s-%d", name, i), m.method, m.params), api.CodeInvalidParams)
+			want := fmt.Sprintf("unknown field %q", m.field)
+			if m.sug != "" {
+				want += fmt.Sprintf(" (did you mean %q?)", m.sug)
+			}
+			if !strings.Contains(e.Message, want) || !strings.Contains(e.Message, " takes ") {
+				t.Errorf("%s %s %v: %q; want it to say %s and what the object takes", name, m.method, m.params, e.Message, want)
+			} else if m.sug == "" && strings.Contains(e.Message, "did you mean") {
+				t.Errorf("%s %s: %q suggests a field where none is close", name, m.method, e.Message)
+			}
+		}
+	}
+	for _, name := range methodNames() {
+		if !methods[name] {
+			t.Errorf("method %s is not tried with a misspelt field", name)
+		}
+	}
+
+	// Nothing was done: no sandbox created, no command run, no file
+	// written.
+	if n := len(stdio.created.list()); n != 1 {
+		t.Errorf("%d sandboxes created, want only the first", n)
+	}
+	for _, sb := range append(stdio.created.list(), shared) {
+		res, err := sb.Exec(ctx, "test -e /tmp/ran && echo ran || echo no; cat /etc/hostname >/dev/null && echo kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(res.Stdout); got != "no\nkept\n" {
+			t.Errorf("sandbox %s after the refused requests: %q", sb.ID(), got)
+		}
+	}
+}
+
+// TestSpecFieldsAccepted checks that the fields of the protocol's
+// specification and of its example clients (seed 000: Python, TypeScript
+// and Go) decode as before: accepted, or, for what this build does not
+// offer, refused with -32008, never -32602.
+func TestSpecFieldsAccepted(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	// The Go example client's Config, with what it leaves out.
+	c.create("go", map[string]any{"image": "", "resources": map[string]any{"cpus": 1, "memory_mb": 256, "timeout_seconds": 300},
+		"env": map[string]string{"A": "b"}, "vfs": map[string]any{"direct_mounts": map[string]any{}, "mounts": map[string]any{}}})
+	for i, p := range []map[string]any{
+		{"image": "standard"},
+		{"vfs": map[string]any{"direct_mounts": map[string]any{"/mnt/data": map[string]any{"host_path": "/host/data", "readonly": true}}}},
+		{"vfs": map[string]any{"mounts": map[string]any{"/workspace": map[string]any{"type": "memory"}}}},
+	} {
+		wantError(t, c.call(fmt.Sprintf("unsupported-%d", i), api.MethodCreate, p), api.CodeUnsupported)
+	}
+	// The Python client sends working_dir null when not given; keys
+	// match fields regardless of case, as they always did.
+	for i, p := range []map[string]any{
+		{"command": "true", "working_dir": nil},
+		{"command": "true"},
+		{"Command": "true", "Working_Dir": "/"},
+	} {
+		var res api.ExecResult
+		c.result(fmt.Sprintf("exec-%d", i), api.MethodExec, p, &res)
+		if res.ExitCode != 0 {
+			t.Errorf("exec %v: exit %d", p, res.ExitCode)
+		}
+	}
+	c.result("write", api.MethodWriteFile, map[string]any{"path": "/workspace/hello.py", "content": b64("print(1)\n"), "mode": 420}, nil)
+	c.result("read", api.MethodReadFile, map[string]any{"path": "/workspace/hello.py"}, nil)
+	c.result("list", api.MethodListFiles, map[string]any{"path": "/workspace"}, nil)
+	c.result("info", api.MethodInfo, map[string]any{}, nil)
+	c.result("close", api.MethodClose, map[string]any{}, nil)
+}
