@@ -5,8 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
+
+// isUnknownField reports whether err is encoding/json's refusal of an
+// unknown field, which has no type of its own.
+func isUnknownField(err error) bool {
+	return strings.HasPrefix(err.Error(), "json: unknown field ")
+}
+
+func isTypeError(err error) bool {
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &te)
+}
 
 // FuzzDecode checks Decode against encoding/json on any input: it
 // accepts what encoding/json with DisallowUnknownFields accepts, with the
@@ -32,6 +44,13 @@ func FuzzDecode(f *testing.F) {
 		if werr == nil && dec.More() {
 			werr = errors.New("data after the value")
 		}
+		var ue *UnknownFieldError
+		if !json.Valid(data) {
+			if err == nil {
+				t.Fatalf("Decode(%q) accepted invalid JSON", data)
+			}
+			return
+		}
 		switch {
 		case werr == nil && err != nil:
 			t.Fatalf("Decode(%q): %v; encoding/json accepts it", data, err)
@@ -39,11 +58,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%q) = %+v, encoding/json gives %+v", data, got, want)
 		case werr != nil && err == nil:
 			t.Fatalf("Decode(%q) accepted what encoding/json refuses: %v", data, werr)
-		case werr != nil && isUnknownField(werr):
-			var ue *UnknownFieldError
-			if !errors.As(err, &ue) {
-				t.Fatalf("Decode(%q): %v; want the unknown field of %v named", data, err, werr)
-			}
+		case werr != nil && isUnknownField(werr) && !errors.As(err, &ue):
+			t.Fatalf("Decode(%q): %v; want the unknown field of %v named", data, err, werr)
+		case errors.As(err, &ue) && !strings.Contains(werr.Error(), "unknown field") && !isTypeError(werr):
+			t.Fatalf("Decode(%q) found an unknown field %v where encoding/json says %v", data, ue, werr)
 		}
 	})
 }

@@ -66,112 +66,229 @@ func (e *UnknownFieldError) In(prefix string) *UnknownFieldError {
 }
 
 // Decode decodes the JSON value data into v, as json.Unmarshal does,
-// except that a member no field of v's type takes is an error: an
-// *UnknownFieldError when it can be placed, encoding/json's error
-// otherwise. Keys match fields as in encoding/json (exactly, else
-// without regard to case).
+// except that a member no field of v's type takes is an error, an
+// *UnknownFieldError. Keys match fields as in encoding/json (exactly,
+// else without regard to case). On an error, v may have been partly
+// filled.
+//
+// The check is a scan of data after json.Unmarshal has accepted it,
+// which copies nothing: data may be a line of many megabytes.
 func Decode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if isUnknownField(err) {
-			if ue := Find(data, reflect.TypeOf(v)); ue != nil {
-				return ue
-			}
-		}
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
 		return err
 	}
-	if dec.More() {
-		return errors.New("data after the JSON value")
+	// data is valid JSON: encoding/json checks it before decoding.
+	if ue := Find(data, reflect.TypeOf(v)); ue != nil {
+		return ue
 	}
-	return nil
+	return err
 }
 
-// isUnknownField reports whether err is encoding/json's refusal of an
-// unknown field, which has no type of its own.
-func isUnknownField(err error) bool {
-	return strings.HasPrefix(err.Error(), "json: unknown field ")
-}
-
-// Find returns the first member of data, in document order, that type t
-// has no field for, or nil when there is none. Types that decode
-// themselves (json.Unmarshaler) are not looked into, except t itself.
+// Find returns the first member of the JSON value data, in document
+// order, that type t has no field for, or nil when there is none (or
+// data is not valid JSON). Types that decode themselves
+// (json.Unmarshaler) are not looked into, except t itself.
 func Find(data []byte, t reflect.Type) *UnknownFieldError {
-	return find(data, t, "", true)
+	w := walker{data: data}
+	return w.value(t, "", true)
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-func find(data []byte, t reflect.Type, path string, top bool) *UnknownFieldError {
-	for t.Kind() == reflect.Pointer {
+// walker goes over a JSON document along a Go type. It reads data in
+// place and stops, finding nothing, at anything that is not valid JSON.
+type walker struct {
+	data []byte
+	i    int
+	bad  bool
+}
+
+// value walks the value at w.i, of type t, and moves past it.
+func (w *walker) value(t reflect.Type, path string, top bool) *UnknownFieldError {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if !top && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)) {
+	w.space()
+	if w.i >= len(w.data) {
+		w.bad = true
 		return nil
 	}
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
+	if t == nil || !top && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)) {
+		w.skip()
 		return nil
 	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if data[0] != '{' {
-			return nil
-		}
+	switch c := w.data[w.i]; {
+	case c == '{' && t.Kind() == reflect.Struct:
 		fields := fieldsOf(t)
-		return eachMember(data, func(key string, value []byte) *UnknownFieldError {
+		return w.object(func(key string) (reflect.Type, string, *UnknownFieldError) {
 			f, ok := lookup(fields, key)
 			if !ok {
-				return unknown(path, key, fields)
+				return nil, "", unknown(path, key, fields)
 			}
-			return find(value, f.typ, join(path, key), false)
+			return f.typ, join(path, key), nil
 		})
-	case reflect.Map:
-		if data[0] != '{' {
-			return nil
-		}
-		return eachMember(data, func(key string, value []byte) *UnknownFieldError {
-			return find(value, t.Elem(), join(path, key), false)
+	case c == '{' && t.Kind() == reflect.Map:
+		return w.object(func(key string) (reflect.Type, string, *UnknownFieldError) {
+			return t.Elem(), join(path, key), nil
 		})
-	case reflect.Slice, reflect.Array:
-		if data[0] != '[' {
-			return nil
-		}
-		var elems []json.RawMessage
-		if json.Unmarshal(data, &elems) != nil {
-			return nil
-		}
-		for i, e := range elems {
-			if ue := find(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", false); ue != nil {
+	case c == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		w.i++
+		for n := 0; ; n++ {
+			w.space()
+			if w.i < len(w.data) && w.data[w.i] == ']' {
+				w.i++
+				return nil
+			}
+			if n > 0 {
+				if !w.expect(',') {
+					return nil
+				}
+			}
+			if ue := w.value(t.Elem(), path+"["+strconv.Itoa(n)+"]", false); ue != nil || w.bad {
 				return ue
 			}
 		}
 	}
+	w.skip()
 	return nil
 }
 
-// eachMember calls fn for the members of the JSON object data, in
-// order, until it returns an error.
-func eachMember(data []byte, fn func(key string, value []byte) *UnknownFieldError) *UnknownFieldError {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+// object walks the members of the object at w.i; member gives the type
+// and path of each key's value, or the error of an unknown key.
+func (w *walker) object(member func(key string) (reflect.Type, string, *UnknownFieldError)) *UnknownFieldError {
+	w.i++ // '{'
+	for n := 0; ; n++ {
+		w.space()
+		if w.i < len(w.data) && w.data[w.i] == '}' {
+			w.i++
 			return nil
 		}
-		key, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
+		if n > 0 && !w.expect(',') {
 			return nil
 		}
-		if ue := fn(key, value); ue != nil {
+		w.space()
+		key, ok := w.key()
+		if !ok || !w.expect(':') {
+			w.bad = true
+			return nil
+		}
+		t, path, ue := member(key)
+		if ue != nil {
+			return ue
+		}
+		if ue := w.value(t, path, false); ue != nil || w.bad {
 			return ue
 		}
 	}
-	return nil
+}
+
+func (w *walker) space() {
+	for w.i < len(w.data) {
+		switch w.data[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *walker) expect(c byte) bool {
+	w.space()
+	if w.i < len(w.data) && w.data[w.i] == c {
+		w.i++
+		return true
+	}
+	w.bad = true
+	return false
+}
+
+// key reads the string at w.i, unescaped.
+func (w *walker) key() (string, bool) {
+	start := w.i
+	if !w.str() {
+		return "", false
+	}
+	raw := w.data[start:w.i]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// str moves past the string at w.i.
+func (w *walker) str() bool {
+	if w.i >= len(w.data) || w.data[w.i] != '"' {
+		w.bad = true
+		return false
+	}
+	i := w.i + 1
+	for {
+		j := bytes.IndexByte(w.data[i:], '"')
+		if j < 0 {
+			w.bad = true
+			return false
+		}
+		i += j
+		// Escaped when an odd number of backslashes precede it.
+		k := i
+		for k > w.i+1 && w.data[k-1] == '\\' {
+			k--
+		}
+		i++
+		if (i-1-k)%2 == 0 {
+			w.i = i
+			return true
+		}
+	}
+}
+
+// skip moves past the value at w.i, whatever it is.
+func (w *walker) skip() {
+	w.space()
+	if w.i >= len(w.data) {
+		w.bad = true
+		return
+	}
+	switch w.data[w.i] {
+	case '"':
+		w.str()
+	case '{', '[':
+		depth := 0
+		for w.i < len(w.data) {
+			switch w.data[w.i] {
+			case '"':
+				if !w.str() {
+					return
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					w.i++
+					return
+				}
+			}
+			w.i++
+		}
+		w.bad = true
+	default: // a number, true, false or null
+		for w.i < len(w.data) {
+			switch w.data[w.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return
+			}
+			w.i++
+		}
+	}
 }
 
 type field struct {
