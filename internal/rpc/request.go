@@ -45,8 +45,18 @@ type badRequest struct {
 type envelope struct {
 	JSONRPC json.RawMessage `json:"jsonrpc"`
 	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	Params  span            `json:"params"`
 	ID      json.RawMessage `json:"id"`
+}
+
+// span is a JSON value left where it is in the line being decoded,
+// rather than copied as json.RawMessage is: params may be most of a line
+// of many megabytes. The line is not reused while its request lives.
+type span []byte
+
+func (s *span) UnmarshalJSON(b []byte) error {
+	*s = b
+	return nil
 }
 
 // parseRequest checks one line. It returns nil, nil for a blank line.
@@ -113,7 +123,7 @@ func parseLine(line []byte) (*request, *badRequest) {
 	if env.Method == nil || json.Unmarshal(env.Method, &method) != nil {
 		return nil, &badRequest{answerTo, &api.Error{Code: api.CodeInvalidRequest, Message: `"method" must be a string naming the method, for example "exec"`}}
 	}
-	params := env.Params
+	params := json.RawMessage(env.Params)
 	switch {
 	case len(params) == 0 || bytes.Equal(params, []byte("null")):
 		params = nil
