@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
+	"runtime/debug"
+	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
@@ -20,6 +23,13 @@ var ErrTooLong = errors.New("line too long")
 // handed out without a copy.
 const bufferSize = 64 << 10
 
+// chunkSize is the size of the pieces a longer line is gathered in.
+const chunkSize = 1 << 20
+
+// chunks keeps the pieces of long lines for the next ones, until the
+// garbage collector takes them.
+var chunks = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
 // Reader reads lines, never buffering more than max bytes of one. It takes
 // them out of a bufio.Reader piece by piece (ReadSlice): a bufio.Scanner
 // looks for the end of line through the whole line so far at each piece,
@@ -27,8 +37,13 @@ const bufferSize = 64 << 10
 type Reader struct {
 	r   *bufio.Reader
 	max int64
-	// longest is the length of the longest line longer than 256 KiB:
-	// a line that grows past that size likely grows as long.
+	// A line longer than the read buffer is gathered in base, a buffer
+	// as large as the longest such line so far (none before the
+	// first), and what does not fit there in fixed-size parts; n is
+	// how many bytes the parts hold.
+	base    []byte
+	parts   []*[chunkSize]byte
+	n       int
 	longest int
 }
 
@@ -44,14 +59,16 @@ func NewReader(r io.Reader, max int64) *Reader {
 // false). A longer one is in a buffer of its own (own true) from
 // jsonblob.Buffer, which may have been kept from an earlier one, already
 // in memory; the caller may give it back with jsonblob.Recycle once done.
-// Past 256 KiB such a line moves to a buffer as large as the longest line
-// so far, a megabyte at a time (the garbage collector cannot stop a
-// goroutine inside one large copy); a line that turns out much shorter
-// than its buffer is copied out of it, and the buffer kept.
+// Such a line is read straight into a buffer as long as the longest line
+// so far, and what goes past it into fixed-size pieces, which are then
+// copied after it: memory grows with the line, never by copying what was
+// read to grow, and a line no longer than those before costs no copy.
 //
-// A line longer than max is consumed whole and reported as ErrTooLong. At
-// the end of input Next returns io.EOF, after a last line without a
-// newline, which comes first.
+// A line longer than max is consumed whole and reported as ErrTooLong:
+// past max, what comes is read and dropped a read buffer at a time, and
+// what was gathered up to max is given back to the system before Next
+// returns. At the end of input Next returns io.EOF, after a last line
+// without a newline, which comes first.
 func (lr *Reader) Next() (line []byte, n int64, own bool, err error) {
 	tooLong := false
 	for {
@@ -61,22 +78,15 @@ func (lr *Reader) Next() (line []byte, n int64, own bool, err error) {
 			switch {
 			case n > lr.max+2: // room for "\r\n"
 				tooLong = true
-				jsonblob.Recycle(line)
-				line = nil
-			case line == nil && err == nil:
+				lr.drop()
+			case n == int64(len(chunk)) && err == nil:
 				// The common case: a whole line in the read buffer.
 				if l := trimEOL(chunk); int64(len(l)) <= lr.max {
 					return l, n, false, nil
 				}
 				return nil, n, false, ErrTooLong
 			default:
-				if line == nil {
-					line = jsonblob.Buffer(256 << 10)
-				}
-				if len(line)+len(chunk) > cap(line) {
-					line = grow(line, int(min(max(2*int64(cap(line)), n, int64(lr.longest)), lr.max+2)))
-				}
-				line = append(line, chunk...)
+				lr.gather(chunk)
 			}
 		}
 		switch {
@@ -86,22 +96,13 @@ func (lr *Reader) Next() (line []byte, n int64, own bool, err error) {
 		case errors.Is(err, io.EOF) && n > 0:
 			// A last line without a newline: hand it out now, EOF next.
 		default:
+			lr.reset()
 			return nil, n, false, err
 		}
 		if tooLong {
 			return nil, n, false, ErrTooLong
 		}
-		if len(line) > 256<<10 {
-			lr.longest = max(lr.longest, len(line))
-		}
-		if len(line) < cap(line)/4 {
-			// Much shorter than its buffer: the buffer is better kept
-			// for the next long line.
-			short := bytes.Clone(line)
-			jsonblob.Recycle(line)
-			line = short
-		}
-		line = trimEOL(line)
+		line = trimEOL(lr.assemble())
 		if int64(len(line)) > lr.max {
 			return nil, n, false, ErrTooLong
 		}
@@ -109,15 +110,97 @@ func (lr *Reader) Next() (line []byte, n int64, own bool, err error) {
 	}
 }
 
-// grow moves b into a buffer with room for n bytes, a megabyte at a time,
-// and gives b up.
-func grow(b []byte, n int) []byte {
-	nb := jsonblob.Buffer(n)
-	for len(nb) < len(b) {
-		nb = append(nb, b[len(nb):min(len(nb)+1<<20, len(b))]...)
+// gather appends b to the line being gathered.
+func (lr *Reader) gather(b []byte) {
+	if lr.base == nil {
+		lr.base = jsonblob.Buffer(max(lr.longest, bufferSize))
 	}
-	jsonblob.Recycle(b)
-	return nb
+	if len(lr.parts) == 0 {
+		k := min(len(b), cap(lr.base)-len(lr.base))
+		lr.base = append(lr.base, b[:k]...)
+		b = b[k:]
+	}
+	for len(b) > 0 {
+		off := lr.n % chunkSize
+		if off == 0 && lr.n/chunkSize == len(lr.parts) {
+			lr.parts = append(lr.parts, chunks.Get().(*[chunkSize]byte))
+		}
+		c := copy(lr.parts[lr.n/chunkSize][off:], b)
+		lr.n += c
+		b = b[c:]
+	}
+}
+
+// assemble returns the line gathered, in one buffer.
+func (lr *Reader) assemble() []byte {
+	line := lr.base
+	lr.base = nil
+	if len(lr.parts) > 0 {
+		// Past the longest line so far: one copy, into a buffer of the
+		// line's length.
+		whole := jsonblob.Buffer(len(line) + lr.n)
+		whole = append(whole, line...)
+		for i, p := range lr.parts {
+			whole = append(whole, p[:min(chunkSize, lr.n-i*chunkSize)]...)
+		}
+		jsonblob.Recycle(line)
+		line = whole
+		lr.freeParts()
+	}
+	if len(line) > 256<<10 {
+		// A line that grows past that size likely grows as long.
+		lr.longest = max(lr.longest, len(line))
+	}
+	if len(line) < cap(line)/4 {
+		// Much shorter than its buffer: the buffer is better kept for
+		// the next long line.
+		short := bytes.Clone(line)
+		jsonblob.Recycle(line)
+		line = short
+	}
+	return line
+}
+
+// freeParts lets the pieces go. Those of a long line are freed at once,
+// so that what the caller makes of the line (the decoded content of a
+// file, say) takes their memory rather than more; the collection this
+// takes costs little next to reading that much.
+func (lr *Reader) freeParts() {
+	if lr.n < collectAfter {
+		for _, p := range lr.parts {
+			chunks.Put(p)
+		}
+		clear(lr.parts)
+		lr.parts, lr.n = lr.parts[:0], 0
+		return
+	}
+	clear(lr.parts)
+	lr.parts, lr.n = nil, 0
+	runtime.GC()
+}
+
+// collectAfter is the length of the pieces of a line from which they
+// are freed at once rather than kept.
+const collectAfter = 16 << 20
+
+// reset forgets the line being gathered, after a read error.
+func (lr *Reader) reset() {
+	jsonblob.Recycle(lr.base)
+	lr.base = nil
+	lr.freeParts()
+}
+
+// drop forgets a line over the limit, and gives what it took back to the
+// system: a peer that sends such lines again and again must not keep the
+// limit's worth of memory held, or have it grow.
+func (lr *Reader) drop() {
+	if lr.base == nil && len(lr.parts) == 0 {
+		return
+	}
+	lr.base = nil
+	clear(lr.parts)
+	lr.parts, lr.n = nil, 0
+	debug.FreeOSMemory()
 }
 
 func trimEOL(b []byte) []byte {

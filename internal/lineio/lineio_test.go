@@ -2,6 +2,7 @@ package lineio
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -47,5 +48,49 @@ func TestReader(t *testing.T) {
 	}
 	if _, _, _, err := lr.Next(); !errors.Is(err, ErrTooLong) {
 		t.Fatalf("line one over the limit: %v", err)
+	}
+}
+
+// TestReaderLongLines reads lines of many lengths around the read
+// buffer, the pieces and the longest line so far, in every order: each
+// comes out whole, and one over the limit is skipped.
+func TestReaderLongLines(t *testing.T) {
+	sizes := []int{0, 1, bufferSize - 1, bufferSize, bufferSize + 1, chunkSize - 1, chunkSize, chunkSize + 1,
+		3*chunkSize + 17, 300 << 10, 2*chunkSize + bufferSize, 5, 3*chunkSize + 17, 3*chunkSize + 18, 1 << 20}
+	const limit = 4 << 20
+	var in strings.Builder
+	var want []string
+	for i, n := range sizes {
+		line := strings.Repeat(string(rune('a'+i%26)), n)
+		if n > 10 {
+			line = fmt.Sprintf("%08d", i) + line[8:]
+		}
+		in.WriteString(line + "\n")
+		want = append(want, line)
+		if i == 7 {
+			in.WriteString(strings.Repeat("x", limit+3) + "\n")
+			want = append(want, "TOO LONG")
+		}
+	}
+	in.WriteString(strings.Repeat("e", 2*chunkSize+5)) // no newline at the end
+	want = append(want, strings.Repeat("e", 2*chunkSize+5))
+	lr := NewReader(strings.NewReader(in.String()), limit)
+	for i, w := range want {
+		line, n, own, err := lr.Next()
+		if w == "TOO LONG" {
+			if !errors.Is(err, ErrTooLong) || n != limit+4 {
+				t.Fatalf("line %d: %d bytes, %v; want ErrTooLong", i, n, err)
+			}
+			continue
+		}
+		if err != nil || string(line) != w {
+			t.Fatalf("line %d: %d bytes %.20q, %v; want %d bytes %.20q", i, len(line), line, err, len(w), w)
+		}
+		if own != (len(w)+1 > bufferSize) {
+			t.Errorf("line %d (%d bytes): own %v", i, len(w), own)
+		}
+	}
+	if _, _, _, err := lr.Next(); err != io.EOF {
+		t.Fatalf("at the end: %v", err)
 	}
 }
