@@ -1,6 +1,7 @@
 package jsonblob
 
 import (
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -12,8 +13,8 @@ import (
 // takes many times longer than copying the page; and the Go runtime gives
 // freed memory back to the system within seconds, so each transfer would
 // fault its buffers in again. Buffers of at least keepMin bytes are
-// therefore kept for reuse: up to keepBytes in all, released once none
-// has been asked for during keepFor.
+// therefore kept for reuse: up to keepBytes in all, released (and given
+// back to the system) once none has been asked for during keepFor.
 const (
 	keepMin   = 1 << 20
 	keepBytes = 256 << 20
@@ -85,4 +86,8 @@ func release() {
 	}
 	clear(kept.bufs)
 	kept.bufs, kept.total, kept.timer = nil, 0, nil
+	// Give the memory back now, rather than when the runtime gets to
+	// it: nothing large has been asked for during keepFor, so this
+	// costs nothing anyone waits for.
+	go debug.FreeOSMemory()
 }
