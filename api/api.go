@@ -6,6 +6,12 @@
 // Requests that act on a sandbox take an optional "sandbox_id". It may be
 // omitted while the session has exactly one sandbox.
 //
+// Params are decoded strictly: a member that the method's params type
+// here does not have is refused with CodeInvalidParams, whose message
+// names it by its path ("resources.memory_mbs") and the field it was
+// likely meant to be. Keys match fields regardless of case, as
+// encoding/json matches them.
+//
 // Streaming exec ("exec_stream") answers with several responses carrying
 // the request's id: output chunks ({"stdout": ...} or {"stderr": ...})
 // and then one final response with "done": true and the exit status. A
