@@ -40,7 +40,8 @@ type outer struct {
 	Self      self              `json:"self"`
 	Skipped   string            `json:"-"`
 	NoTag     int
-	hidden    int
+	//lint:ignore U1000 an unexported field, which encoding/json never sets
+	hidden int
 }
 
 func TestDecode(t *testing.T) {
