@@ -1,15 +1,12 @@
 package redteam_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,129 +15,64 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-// rpcProc is an `airlock rpc` process (bins.cli) driven through pipes, as
-// a client program drives it.
-type rpcProc struct {
-	t   *testing.T
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
-func startRPC(t *testing.T, args ...string) *rpcProc {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bins.cli, append([]string{"rpc"}, args...)...)
-	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+t.TempDir())
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		in.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			cancel()
-			<-done
-		}
-		cancel()
-	})
-	return &rpcProc{t: t, cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
-}
-
-// answer reads lines until the response with id, skipping notifications.
-func (p *rpcProc) answer(id string) map[string]json.RawMessage {
-	p.t.Helper()
-	for {
-		line, err := p.out.ReadBytes('\n')
-		if err != nil {
-			p.t.Fatalf("read the answer to %s: %v", id, err)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(line, &m); err != nil {
-			p.t.Fatalf("answer line %.200q: %v", line, err)
-		}
-		if string(m["id"]) == id {
-			return m
-		}
-	}
-}
-
-func (p *rpcProc) call(id, method, params string) map[string]json.RawMessage {
-	p.t.Helper()
-	fmt.Fprintf(p.in, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`+"\n", id, method, params)
-	return p.answer(id)
-}
-
-// echo checks that the server still runs commands.
-func (p *rpcProc) echo(id string) {
-	p.t.Helper()
-	m := p.call(id, "exec", `{"argv":["echo","alive"]}`)
-	var res struct {
-		ExitCode int    `json:"exit_code"`
-		Stdout   string `json:"stdout"`
-	}
-	json.Unmarshal(m["result"], &res)
-	if out, _ := base64.StdEncoding.DecodeString(res.Stdout); res.ExitCode != 0 || string(out) != "alive\n" {
-		p.t.Fatalf("exec after large lines: %s %s", m["result"], m["error"])
+// echo runs echo through exec request id and checks that it printed
+// "alive".
+func (s *rpcSession) echo(id int) {
+	s.t.Helper()
+	s.send(id, "exec", map[string]any{"argv": []string{"echo", "alive"}})
+	m := s.response(id)
+	var res execResult
+	json.Unmarshal(m.Result, &res)
+	if out, _ := base64.StdEncoding.DecodeString(res.Stdout); m.Error != nil || res.ExitCode != 0 || string(out) != "alive\n" {
+		s.t.Fatalf("exec after large lines: %s %+v", m.Result, m.Error)
 	}
 }
 
 // sendLine writes one request line whose params hold a string of n bytes
 // (as a file's content, for write_file), a megabyte at a time.
-func (p *rpcProc) sendLine(id, method, field string, n int) {
-	p.t.Helper()
-	fmt.Fprintf(p.in, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":{"path":"/tmp/big","%s":"`, id, method, field)
+func (s *rpcSession) sendLine(id int, method, field string, n int) {
+	s.t.Helper()
+	fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"path":"/tmp/big","%s":"`, id, method, field)
 	chunk := bytes.Repeat([]byte("QUJD"), 1<<18)
 	for n > 0 {
 		k := min(n, len(chunk))
-		if _, err := p.in.Write(chunk[:k]); err != nil {
-			p.t.Fatalf("send a large line: %v", err)
+		if _, err := s.in.Write(chunk[:k]); err != nil {
+			s.t.Fatalf("send a large line: %v", err)
 		}
 		n -= k
 	}
-	io.WriteString(p.in, "\"}}\n")
+	io.WriteString(s.in, "\"}}\n")
+}
+
+// unattributed reads lines until a response with a null id (the answer
+// to a line that could not be read as a request).
+func (s *rpcSession) unattributed() rpcMsg {
+	s.t.Helper()
+	for {
+		if m := s.next(); m.Method == "" && string(m.ID) == "null" {
+			return m
+		}
+	}
 }
 
 // memory reads a field of the process's /proc status, in bytes.
-func (p *rpcProc) memory(field string) int64 {
-	p.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func (s *rpcSession) memory(field string) int64 {
+	s.t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
-		p.t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	for line := range strings.Lines(string(b)) {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				p.t.Fatal(err)
+				s.t.Fatal(err)
 			}
 			return kb << 10
 		}
 	}
-	p.t.Fatalf("no %s in /proc status", field)
+	s.t.Fatalf("no %s in /proc status", field)
 	return 0
-}
-
-func (p *rpcProc) wantCode(m map[string]json.RawMessage, code int) {
-	p.t.Helper()
-	var e struct {
-		Code int `json:"code"`
-	}
-	json.Unmarshal(m["error"], &e)
-	if e.Code != code {
-		p.t.Fatalf("answer %s %s, want error %d", m["result"], m["error"], code)
-	}
 }
 
 const mib = 1 << 20
@@ -155,22 +87,21 @@ func TestFaultOversizedLines(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		for _, limitMiB := range []int64{16, 128} {
 			t.Run(fmt.Sprintf("limit-%dMiB", limitMiB), func(t *testing.T) {
-				p := startRPC(t, "--max-message-mb", strconv.FormatInt(limitMiB, 10))
-				if m := p.call(`"c"`, "create", fmt.Sprintf(`{"isolation":%q}`, lv)); m["error"] != nil {
-					t.Fatalf("create: %s", m["error"])
-				}
-				p.echo(`"warm"`)
+				p := startRPC(t, nil, "--max-message-mb", strconv.FormatInt(limitMiB, 10))
+				p.create(1, string(lv))
+				p.echo(2)
 				base := p.memory("VmHWM")
 				for i := range 4 {
-					id := strconv.Itoa(i)
-					p.sendLine(id, "write_file", "content", 200*mib)
-					p.wantCode(p.answer("null"), -32003)
+					p.sendLine(10+i, "write_file", "content", 200*mib)
+					if m := p.unattributed(); m.Error == nil || m.Error.Code != -32003 {
+						t.Fatalf("a line over the limit: %s %+v, want error -32003", m.Result, m.Error)
+					}
 					// Given back before it was answered.
 					if rss := p.memory("VmRSS"); rss > base+32*mib {
 						t.Errorf("after line %d over the limit: resident %d MiB, %d MiB above the start", i, rss/mib, (rss-base)/mib)
 					}
 				}
-				p.echo(`"after"`)
+				p.echo(3)
 				peak := p.memory("VmHWM") - base
 				t.Logf("peak above the start after four 200 MB lines: %d MiB (limit %d MiB)", peak/mib, limitMiB)
 				if bound := limitMiB*mib + 48*mib; peak > bound {
@@ -182,24 +113,22 @@ func TestFaultOversizedLines(t *testing.T) {
 		// Within the (default) limit: a file of 90 MiB, as 120 MiB of
 		// base64.
 		t.Run("within-limit", func(t *testing.T) {
-			p := startRPC(t)
-			if m := p.call(`"c"`, "create", fmt.Sprintf(`{"isolation":%q}`, lv)); m["error"] != nil {
-				t.Fatalf("create: %s", m["error"])
-			}
-			p.echo(`"warm"`)
+			p := startRPC(t, nil)
+			p.create(1, string(lv))
+			p.echo(2)
 			const size = 120 * mib
 			base := p.memory("VmHWM")
-			p.sendLine(`"w"`, "write_file", "content", size)
-			m := p.answer(`"w"`)
-			if !bytes.Contains(m["result"], []byte(fmt.Sprintf(`"size":%d`, size/4*3))) {
-				t.Fatalf("write_file of %d bytes: %s %s", size/4*3, m["result"], m["error"])
+			p.sendLine(4, "write_file", "content", size)
+			m := p.response(4)
+			if !bytes.Contains(m.Result, []byte(fmt.Sprintf(`"size":%d`, size/4*3))) {
+				t.Fatalf("write_file of %d bytes: %s %+v", size/4*3, m.Result, m.Error)
 			}
 			growth := p.memory("VmHWM") - base
 			t.Logf("peak above the start for a %d MiB line: %d MiB", size/mib, growth/mib)
 			if growth > size*9/4 {
 				t.Errorf("a %d MiB line took %d MiB: more than about twice its size", size/mib, growth/mib)
 			}
-			p.echo(`"after-write"`)
+			p.echo(5)
 			// Given back once idle (the server keeps large buffers for
 			// the next transfer for a while).
 			deadline := time.Now().Add(time.Minute)
