@@ -134,6 +134,9 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 	if err := buildRoot(b); err != nil {
 		return nil, nil, err
 	}
+	if err := limitIPC(b.IPC); err != nil {
+		return nil, nil, err
+	}
 	if err := loopbackUp(); err != nil {
 		return nil, nil, fmt.Errorf("bring up loopback: %w", err)
 	}
@@ -147,6 +150,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 		FSize:       b.Rlimits.FSize,
 		NProc:       b.Rlimits.NProc,
 		AS:          b.Rlimits.AS,
+		MsgQueue:    b.Rlimits.MsgQueue,
 		Seccomp:     b.Hardening.Seccomp,
 		Landlock:    b.Hardening.Landlock,
 		AllowPtrace: b.Hardening.AllowPtrace,

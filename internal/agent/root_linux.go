@@ -45,12 +45,8 @@ func buildRoot(b *agentproto.Boot) error {
 		defer unix.Close(fd)
 		rootfsFD = fd
 	}
-	opts := "mode=0755"
-	if b.Root.SizeBytes > 0 {
-		opts += fmt.Sprintf(",size=%d", b.Root.SizeBytes)
-	}
-	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount the sandbox's writable tree: %w", err)
+	if err := mountWritable(stage, &b.Root); err != nil {
+		return err
 	}
 	root := stage
 	if b.Root.RootFS != "" {
@@ -118,7 +114,26 @@ func buildRoot(b *agentproto.Boot) error {
 	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
-	if err := buildDev(filepath.Join(root, "dev")); err != nil {
+	// /dev/shm is a directory of the writable tree, so that shared
+	// memory files count in the sandbox's disk like any other: with a
+	// prepared root, beside the overlay's layers; otherwise under /dev,
+	// where the /dev tmpfs covers it.
+	shm := filepath.Join(stage, "shm")
+	if b.Root.RootFS == "" {
+		shm = filepath.Join(root, "dev", "shm")
+	}
+	if err := os.Mkdir(shm, 0o777); err != nil {
+		return fmt.Errorf("make /dev/shm: %w", err)
+	}
+	if err := os.Chmod(shm, 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("make /dev/shm: %w", err)
+	}
+	shmTree, err := unix.OpenTree(unix.AT_FDCWD, shm, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("make /dev/shm: %w", err)
+	}
+	defer unix.Close(shmTree)
+	if err := buildDev(filepath.Join(root, "dev"), shmTree); err != nil {
 		return err
 	}
 	if err := os.Chdir(root); err != nil {
@@ -230,10 +245,44 @@ func bindReadOnly(src, dst string) error {
 	return nil
 }
 
+// mountWritable mounts the sandbox's writable tree on stage: the
+// disk-backed filesystem the host made, or a tmpfs bounded in size and
+// in inodes (each pins about 1 KiB of kernel memory, whatever the size
+// bound says).
+func mountWritable(stage string, r *agentproto.RootSpec) error {
+	if r.DiskFD > 0 {
+		unix.CloseOnExec(r.DiskFD)
+		defer unix.Close(r.DiskFD)
+		if err := unix.MoveMount(r.DiskFD, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach the sandbox's disk: %w", err)
+		}
+		return nil
+	}
+	opts := "mode=0755"
+	if r.SizeBytes > 0 {
+		opts += fmt.Sprintf(",size=%d", r.SizeBytes)
+	}
+	if r.Inodes > 0 {
+		opts += fmt.Sprintf(",nr_inodes=%d", r.Inodes)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount the sandbox's writable tree: %w", err)
+	}
+	return nil
+}
+
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-func buildDev(dev string) error {
-	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+// devInodes bounds the files of the /dev tmpfs: the dozen airlock makes
+// and a few more.
+const devInodes = 64
+
+// buildDev makes the sandbox's /dev: a small tmpfs with the harmless
+// device nodes bound from the host, a private devpts, shm (a detached
+// mount of a directory of the writable tree, given as shmTree) and
+// mqueue.
+func buildDev(dev string, shmTree int) error {
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, fmt.Sprintf("mode=0755,size=65536,nr_inodes=%d", devInodes)); err != nil {
 		return fmt.Errorf("mount /dev: %w", err)
 	}
 	for _, n := range devNodes {
@@ -263,7 +312,7 @@ func buildDev(dev string) error {
 	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("mount /dev/pts: %w", err)
 	}
-	if err := unix.Mount("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if err := unix.MoveMount(shmTree, "", unix.AT_FDCWD, filepath.Join(dev, "shm"), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
 	}
 	if err := unix.Mount("mqueue", filepath.Join(dev, "mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {

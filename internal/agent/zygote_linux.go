@@ -65,6 +65,7 @@ type ZygoteConfig struct {
 	FSize       uint64 `cbor:"fsize"`
 	NProc       uint64 `cbor:"nproc"`
 	AS          uint64 `cbor:"as"`
+	MsgQueue    uint64 `cbor:"msgqueue,omitempty"`
 	Seccomp     bool   `cbor:"seccomp"`
 	Landlock    bool   `cbor:"landlock"`
 	AllowPtrace bool   `cbor:"ptrace"`
@@ -203,6 +204,17 @@ func applyRlimits(cfg ZygoteConfig) error {
 	}
 	if cfg.AS > 0 {
 		if err := set(unix.RLIMIT_AS, cfg.AS, "address space"); err != nil {
+			return err
+		}
+	}
+	if cfg.MsgQueue > 0 {
+		// Lowered only: raising a hard limit needs a capability the
+		// sandbox does not have.
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(unix.RLIMIT_MSGQUEUE, &cur); err != nil {
+			return fmt.Errorf("read the POSIX message queue limit: %w", err)
+		}
+		if err := set(unix.RLIMIT_MSGQUEUE, min(cfg.MsgQueue, cur.Max), "POSIX message queue bytes"); err != nil {
 			return err
 		}
 	}

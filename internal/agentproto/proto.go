@@ -64,6 +64,8 @@ type Boot struct {
 	// limited cgroup.
 	CgroupFDs []int     `cbor:"cgroup_fds,omitempty"`
 	Hardening Hardening `cbor:"hardening"`
+	// IPC bounds the System V IPC objects of the sandbox's IPC namespace.
+	IPC IPCLimits `cbor:"ipc"`
 	// Link, when set, asks the agent to make the sandbox's network
 	// interface itself and send its file back: the host does so when it
 	// cannot enter the sandbox's namespaces (an unprivileged supervisor).
@@ -103,8 +105,17 @@ type RootSpec struct {
 	// sandbox root's: the agent attaches it and uses it in place of the
 	// path.
 	RootFSFD int `cbor:"rootfs_fd,omitempty"`
-	// SizeBytes bounds the sandbox's writable tree (tmpfs size).
+	// SizeBytes bounds the sandbox's writable tree (tmpfs size). The
+	// tree also holds /dev/shm.
 	SizeBytes int64 `cbor:"size"`
+	// Inodes bounds the number of files and directories of a tmpfs
+	// writable tree (nr_inodes); 0: the kernel's default.
+	Inodes int64 `cbor:"inodes,omitempty"`
+	// DiskFD, when not 0, is the agent's descriptor of a detached mount
+	// of a disk-backed filesystem, already bounded in size and inodes,
+	// whose root directory belongs to the sandbox's root: the agent
+	// attaches it as the writable tree in place of a tmpfs.
+	DiskFD int `cbor:"disk_fd,omitempty"`
 	// Etc holds generated /etc files, by name relative to /etc.
 	Etc map[string][]byte `cbor:"etc,omitempty"`
 	// HostEtc lists /etc entries bound read-only from the host (for example
@@ -124,6 +135,31 @@ type Rlimits struct {
 	FSize  uint64 `cbor:"fsize"` // 0 = unlimited
 	NProc  uint64 `cbor:"nproc"` // 0 = unlimited; used only when cgroups are not available
 	AS     uint64 `cbor:"as"`    // 0 = unlimited
+	// MsgQueue bounds the bytes of POSIX message queues
+	// (RLIMIT_MSGQUEUE); 0 = inherited. It is never raised.
+	MsgQueue uint64 `cbor:"msgqueue,omitempty"`
+}
+
+// IPCLimits are written by the agent to the sysctls of the sandbox's own
+// IPC namespace before any command runs; commands cannot change them
+// (/proc/sys is read-only to them). A zero field leaves the kernel's
+// default.
+type IPCLimits struct {
+	// ShmBytes bounds System V shared memory in total and per segment
+	// (kernel.shmall, kernel.shmmax).
+	ShmBytes uint64 `cbor:"shm,omitempty"`
+	// ShmRmidForced destroys a segment once no process has it attached
+	// (kernel.shm_rmid_forced), so that segments are memory of
+	// processes, freed when they die, not storage.
+	ShmRmidForced bool `cbor:"shm_rmid,omitempty"`
+	// MsgQueues and MsgQueueBytes bound System V message queues: their
+	// number (kernel.msgmni) and the bytes in each (kernel.msgmnb).
+	MsgQueues     int `cbor:"msgmni,omitempty"`
+	MsgQueueBytes int `cbor:"msgmnb,omitempty"`
+	// SemSets and Sems bound System V semaphores: the number of sets
+	// and of semaphores in all (kernel.sem's SEMMNI and SEMMNS).
+	SemSets int `cbor:"semmni,omitempty"`
+	Sems    int `cbor:"semmns,omitempty"`
 }
 
 // Hardening switches the confinement applied to user commands. All are on

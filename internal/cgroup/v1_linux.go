@@ -195,8 +195,11 @@ func (m v1Mount) subsystem() cgroup1.Subsystem {
 	root := filepath.Dir(m.dir)
 	switch m.controller {
 	case "memory":
-		// Kernel memory is neither limited nor reported; skip its files,
-		// which newer kernels drop.
+		// Kernel memory (inodes, dentries, pipe buffers, IPC
+		// messages) is charged to memory.limit_in_bytes with user
+		// memory: the kernel does so for every v1 group unless booted
+		// with cgroup.memory=nokmem. Its own limit, deprecated, adds
+		// nothing to that; skip its files, which newer kernels drop.
 		if exists(filepath.Join(m.dir, "memory.memsw.usage_in_bytes")) {
 			return cgroup1.NewMemory(root, cgroup1.IgnoreModules("kmem", "kmem.tcp"))
 		}
