@@ -117,15 +117,19 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	c := cfg.withDefaults()
 	start := time.Now()
+	st, err := planStorage(c.DiskMB, c.Resources.MemoryMB, hostMemoryBytes(), canMountDisks())
+	if err != nil {
+		return nil, fmt.Errorf("invalid sandbox config: %w", err)
+	}
 	nw, err := newNetwork(&c)
 	if err != nil {
 		return nil, err
 	}
-	boot := bootConfig(id, &c)
+	boot := bootConfig(id, &c, st)
 	if nw != nil {
 		nw.configureBoot(boot)
 	}
-	b, err := startBoundary(ctx, id, &c, boot)
+	b, err := startBoundary(ctx, id, &c, st, boot)
 	if err != nil {
 		return nil, err
 	}

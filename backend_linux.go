@@ -13,7 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 )
 
-func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.Boot) (backend, error) {
+func startBoundary(ctx context.Context, id string, c *Config, st storage, boot *agentproto.Boot) (backend, error) {
 	switch c.Isolation {
 	case IsolationProcess:
 	case IsolationGVisor, IsolationVM:
@@ -23,8 +23,16 @@ func startBoundary(ctx context.Context, id string, c *Config, boot *agentproto.B
 	if err != nil {
 		return nil, err
 	}
-	lim := cgroup.Limits{MemoryBytes: c.Resources.MemoryMB << 20, Pids: c.PidsLimit, CPUs: c.Resources.CPUs}
-	b, err := process.Start(ctx, process.Options{ID: id, AgentPath: agent, Limits: lim, Log: c.Logger}, boot)
+	lim := cgroup.Limits{MemoryBytes: max(c.Resources.MemoryMB, 0) << 20, Pids: c.PidsLimit, CPUs: c.Resources.CPUs}
+	o := process.Options{ID: id, AgentPath: agent, Limits: lim, Log: c.Logger}
+	if st.OnDisk {
+		home, err := Home()
+		if err != nil {
+			return nil, fmt.Errorf("a disk larger than memory allows lives under the state directory: %w", err)
+		}
+		o.DiskDir = filepath.Join(home, "disks")
+	}
+	b, err := process.Start(ctx, o, boot)
 	if err != nil {
 		return nil, fmt.Errorf("start process sandbox: %w", err)
 	}

@@ -21,9 +21,24 @@ var hostEtc = []string{
 	"magic.mime", "debian_version", "os-release", "perl", "gitconfig", "npmrc", "pip.conf",
 }
 
+// Bounds on what the kernel keeps for a sandbox's System V and POSIX
+// IPC: kernel memory, charged to the memory limit, that outlives the
+// process that made it. Shared memory segments are bounded by the disk
+// (like /dev/shm, which is in the disk) and freed when no process has
+// them attached; message queues and semaphores get a few MiB each.
+const (
+	ipcMsgQueues     = 256      // kernel.msgmni
+	ipcMsgQueueBytes = 16 << 10 // kernel.msgmnb (the kernel's default): 4 MiB in all
+	ipcSemSets       = 1024     // SEMMNI
+	ipcSems          = 65536    // SEMMNS: 64 bytes each, 4 MiB in all
+	// posixMsgQueueBytes bounds POSIX message queues (RLIMIT_MSGQUEUE,
+	// the kernel's default), in at most 256 queues (fs.mqueue.queues_max).
+	posixMsgQueueBytes = 800 << 10
+)
+
 // bootConfig builds the boundary-independent part of the agent's boot
-// configuration.
-func bootConfig(id string, c *Config) *agentproto.Boot {
+// configuration for a sandbox whose writable tree is st.
+func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 	host := c.Hostname
 	if host == "" {
 		host = id
@@ -50,12 +65,22 @@ func bootConfig(id string, c *Config) *agentproto.Boot {
 		Env:      env,
 		Root: agentproto.RootSpec{
 			RootFS:    c.RootFS,
-			SizeBytes: c.DiskMB << 20,
+			SizeBytes: st.SizeBytes,
+			Inodes:    st.Inodes,
 			Etc:       etcFiles(host),
 		},
 		Rlimits: agentproto.Rlimits{
-			NoFile: c.NofileLimit,
-			FSize:  uint64(c.MaxFileSizeMB) << 20,
+			NoFile:   c.NofileLimit,
+			FSize:    uint64(c.MaxFileSizeMB) << 20,
+			MsgQueue: posixMsgQueueBytes,
+		},
+		IPC: agentproto.IPCLimits{
+			ShmBytes:      uint64(st.SizeBytes),
+			ShmRmidForced: true,
+			MsgQueues:     ipcMsgQueues,
+			MsgQueueBytes: ipcMsgQueueBytes,
+			SemSets:       ipcSemSets,
+			Sems:          ipcSems,
 		},
 		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
 	}

@@ -27,7 +27,11 @@ const (
 type Resources struct {
 	// CPUs is the CPU quota in cores (0.5 = half a core). 0: unlimited.
 	CPUs float64 `json:"cpus,omitempty"`
-	// MemoryMB bounds the memory of all user processes. 0: unlimited.
+	// MemoryMB bounds the memory of all user processes, with the kernel
+	// memory they cause (inodes, pipes, sockets) and, when the writable
+	// tree is a tmpfs, its files. 0: the default, DefaultMemoryMB or a
+	// quarter of the host's memory when that is smaller.
+	// MemoryUnlimited lifts the bound.
 	MemoryMB int64 `json:"memory_mb,omitempty"`
 	// TimeoutSeconds bounds the sandbox's lifetime; when it passes, the
 	// sandbox is stopped. 0: no limit.
@@ -52,7 +56,19 @@ type Config struct {
 	PidsLimit int64 `json:"pids_limit,omitempty"`
 	// NofileLimit bounds open files per process. Default 1024.
 	NofileLimit uint64 `json:"nofile_limit,omitempty"`
-	// DiskMB bounds the sandbox's writable tree. Default 1024.
+	// DiskMB bounds the sandbox's writable tree: every file written
+	// under /, /tmp, /workspace and /dev/shm, together. It also bounds
+	// the number of files and directories, at one per 8 KiB (at least
+	// 1024). 0: the default, half the memory limit (of the host's memory
+	// when it is unlimited), at most DefaultDiskMB.
+	//
+	// A disk of at most half the memory limit is a tmpfs: memory,
+	// charged to the memory limit, and as fast as memory. A larger one is
+	// an ext4 filesystem in a file under the state directory, reserved
+	// in full when the sandbox starts and gone when it ends; that needs
+	// root (loop devices), and without root such a disk is refused.
+	// Either way a full disk fails writes with ENOSPC, never with an
+	// out-of-memory kill.
 	DiskMB int64 `json:"disk_mb,omitempty"`
 	// MaxFileSizeMB bounds the size of any one file a command writes.
 	// 0: bounded only by DiskMB.
@@ -97,11 +113,20 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultPidsLimit      = 1024
-	DefaultNofileLimit    = 1024
+	DefaultPidsLimit   = 1024
+	DefaultNofileLimit = 1024
+	// DefaultMemoryMB is the memory limit of a sandbox that sets none,
+	// unless a quarter of the host's memory is smaller.
+	DefaultMemoryMB = 1024
+	// DefaultDiskMB is the largest default writable tree; it is also
+	// bounded by half the memory limit, so that it is a tmpfs.
 	DefaultDiskMB         = 1024
 	DefaultMaxOutputBytes = 16 << 20
 )
+
+// MemoryUnlimited, as Resources.MemoryMB, gives a sandbox no memory
+// limit (JSON-RPC: "memory_mb": -1; CLI: --memory unlimited).
+const MemoryUnlimited = -1
 
 func (c *Config) withDefaults() Config {
 	out := *c
@@ -114,8 +139,11 @@ func (c *Config) withDefaults() Config {
 	if out.NofileLimit == 0 {
 		out.NofileLimit = DefaultNofileLimit
 	}
+	if out.Resources.MemoryMB == 0 {
+		out.Resources.MemoryMB = defaultMemoryMB(hostMemoryBytes())
+	}
 	if out.DiskMB == 0 {
-		out.DiskMB = DefaultDiskMB
+		out.DiskMB = defaultDiskMB(out.Resources.MemoryMB, hostMemoryBytes())
 	}
 	if out.MaxOutputBytes == 0 {
 		out.MaxOutputBytes = DefaultMaxOutputBytes
@@ -136,8 +164,8 @@ func (c *Config) Validate() error {
 	if c.Image != "" && c.Image != "host" {
 		return fmt.Errorf("image %q is not available in this version: use the default host image or --rootfs DIR", c.Image)
 	}
-	if c.Resources.CPUs < 0 || c.Resources.MemoryMB < 0 || c.Resources.TimeoutSeconds < 0 {
-		return fmt.Errorf("resources must not be negative")
+	if c.Resources.CPUs < 0 || c.Resources.MemoryMB < MemoryUnlimited || c.Resources.TimeoutSeconds < 0 {
+		return fmt.Errorf("resources must not be negative (memory_mb -1 is unlimited)")
 	}
 	if c.Resources.MemoryMB > 0 && c.Resources.MemoryMB < 8 {
 		return fmt.Errorf("memory_mb %d is too small: give at least 8", c.Resources.MemoryMB)
@@ -166,6 +194,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Hostname != "" && (len(c.Hostname) > 63 || strings.ContainsAny(c.Hostname, " /\x00")) {
 		return fmt.Errorf("hostname %q is invalid", c.Hostname)
+	}
+	if c.Isolation == "" || c.Isolation == IsolationProcess {
+		d := c.withDefaults()
+		if _, err := planStorage(d.DiskMB, d.Resources.MemoryMB, hostMemoryBytes(), canMountDisks()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -136,27 +136,35 @@ type CommandFailedData struct {
 
 // Resources bounds what a sandbox may use.
 type Resources struct {
-	CPUs           float64 `json:"cpus,omitempty"`
-	MemoryMB       int64   `json:"memory_mb,omitempty"`
-	TimeoutSeconds int64   `json:"timeout_seconds,omitempty"`
+	CPUs float64 `json:"cpus,omitempty"`
+	// MemoryMB bounds the memory of the sandbox's processes, with the
+	// kernel memory they cause and a tmpfs disk. 0 or absent: 1024, or a
+	// quarter of the host's memory when smaller; -1: no limit.
+	MemoryMB       int64 `json:"memory_mb,omitempty"`
+	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
 }
 
 // CreateParams configures a sandbox; the fields follow the embed API's
 // airlock.Config. VFS is accepted only empty in this build; anything else
 // is refused with CodeUnsupported.
 type CreateParams struct {
-	Image          string            `json:"image,omitempty"`
-	RootFS         string            `json:"rootfs,omitempty"`
-	Isolation      string            `json:"isolation,omitempty"`
-	Resources      Resources         `json:"resources,omitzero"`
-	Env            map[string]string `json:"env,omitempty"`
-	PidsLimit      int64             `json:"pids_limit,omitempty"`
-	NofileLimit    uint64            `json:"nofile_limit,omitempty"`
-	DiskMB         int64             `json:"disk_mb,omitempty"`
-	MaxFileSizeMB  int64             `json:"max_file_size_mb,omitempty"`
-	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
-	Hostname       string            `json:"hostname,omitempty"`
-	AllowPtrace    bool              `json:"allow_ptrace,omitempty"`
+	Image       string            `json:"image,omitempty"`
+	RootFS      string            `json:"rootfs,omitempty"`
+	Isolation   string            `json:"isolation,omitempty"`
+	Resources   Resources         `json:"resources,omitzero"`
+	Env         map[string]string `json:"env,omitempty"`
+	PidsLimit   int64             `json:"pids_limit,omitempty"`
+	NofileLimit uint64            `json:"nofile_limit,omitempty"`
+	// DiskMB bounds the writable tree (/, /tmp, /workspace, /dev/shm)
+	// and its files (one per 8 KiB). 0 or absent: half the memory
+	// limit, at most 1024. Up to half the memory limit it is a tmpfs;
+	// larger, a file under the state directory (root only; refused
+	// otherwise with CodeInvalidParams).
+	DiskMB         int64  `json:"disk_mb,omitempty"`
+	MaxFileSizeMB  int64  `json:"max_file_size_mb,omitempty"`
+	MaxOutputBytes int64  `json:"max_output_bytes,omitempty"`
+	Hostname       string `json:"hostname,omitempty"`
+	AllowPtrace    bool   `json:"allow_ptrace,omitempty"`
 	// Network is the sandbox's egress policy, the JSON of policy.Config
 	// (json.Marshal of one will do): allowed_hosts, denied_hosts,
 	// block_private_ips, allowed_cidrs, egress, secrets,

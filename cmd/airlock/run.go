@@ -58,7 +58,15 @@ only way out is the host's gateway, which answers DNS and lets HTTP and
 TLS through to the allowed hosts (--allow-host), other traffic only by
 --egress rules, and puts secrets (--secret) into requests to their hosts
 while commands see placeholders. airlock policy changes the allowed hosts
-of a detached sandbox while it runs.`,
+of a detached sandbox while it runs.
+
+Every sandbox has a memory limit (--memory: 1g by default, or a quarter
+of the host's memory when smaller; "unlimited" lifts it), which counts
+kernel memory too, and a disk (--disk): its writable tree, /dev/shm
+included. A disk of at most half of --memory is a tmpfs, held in that
+memory; a larger one is an ext4 filesystem in a file under
+$AIRLOCK_HOME/disks, which needs root. Either way a full disk fails
+writes with "No space left on device", never with an out-of-memory kill.`,
 		Example: `  airlock run -- python3 -c 'print(1)'
   airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
   airlock run -it -- bash
@@ -77,12 +85,12 @@ of a detached sandbox while it runs.`,
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVar(&f.isolation, "isolation", "process", "isolation level: process, gvisor or vm")
-	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes (e.g. 512m, 2g; plain numbers are MiB)")
+	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command and its processes after this long (e.g. 30s)")
 	fl.Int64Var(&f.pids, "pids-limit", airlock.DefaultPidsLimit, "maximum processes and threads")
 	fl.Uint64Var(&f.nofile, "nofile-limit", airlock.DefaultNofileLimit, "maximum open files per process")
-	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (default 1g)")
+	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (/, /tmp, /workspace, /dev/shm), with one file per 8k; up to half of --memory it is a tmpfs (memory), larger it is a file under $AIRLOCK_HOME (root only); full, writes fail with ENOSPC (default: half of --memory, at most 1g)")
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
@@ -111,7 +119,9 @@ func (f *runFlags) config() (airlock.Config, error) {
 		Env:         map[string]string{},
 	}
 	var err error
-	if c.Resources.MemoryMB, err = parseMiB(f.memory, "--memory"); err != nil {
+	if strings.EqualFold(strings.TrimSpace(f.memory), "unlimited") {
+		c.Resources.MemoryMB = airlock.MemoryUnlimited
+	} else if c.Resources.MemoryMB, err = parseMiB(f.memory, "--memory"); err != nil {
 		return c, err
 	}
 	if c.DiskMB, err = parseMiB(f.disk, "--disk"); err != nil {

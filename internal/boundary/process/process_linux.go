@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/diskfs"
 	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
@@ -29,7 +30,12 @@ type Options struct {
 	ID        string
 	AgentPath string
 	Limits    cgroup.Limits
-	Log       *slog.Logger
+	// DiskDir, when set, backs the sandbox's writable tree with an ext4
+	// filesystem of boot.Root.SizeBytes and boot.Root.Inodes in a file
+	// made under this directory (see package diskfs), instead of a
+	// tmpfs. It needs root.
+	DiskDir string
+	Log     *slog.Logger
 }
 
 // Sandbox is a running process-boundary sandbox.
@@ -38,6 +44,7 @@ type Sandbox struct {
 	link    *os.File // receives the TAP device's file from the agent (boot.Link)
 	cmd     *exec.Cmd
 	group   *cgroup.Group
+	disk    *diskfs.Disk
 	notes   []string
 	stderr  *tailBuffer
 	done    chan struct{}
@@ -121,6 +128,16 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	if tree != nil {
 		boot.Root.RootFSFD = 3 + len(extra)
 		extra = append(extra, tree)
+	}
+	if o.DiskDir != "" {
+		// Its root directory belongs to the sandbox's root, whose
+		// mapping is now settled.
+		s.disk, err = diskfs.Make(ctx, diskfs.Spec{Dir: o.DiskDir, SizeBytes: boot.Root.SizeBytes, Inodes: boot.Root.Inodes, UID: uid, GID: gid, Name: o.ID})
+		if err != nil {
+			return nil, fmt.Errorf("make the sandbox's disk of %d MiB: %w", boot.Root.SizeBytes>>20, err)
+		}
+		boot.Root.DiskFD = 3 + len(extra)
+		extra = append(extra, s.disk.Mount())
 	}
 	if boot.Link != nil {
 		// The agent makes the network interface and sends its file
@@ -291,6 +308,12 @@ func (s *Sandbox) Close() error {
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()
 			<-s.done
+		}
+		if s.disk != nil {
+			// No process uses it any more.
+			if err := s.disk.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("release the disk: %w", err))
+			}
 		}
 		if s.group != nil {
 			if err := s.group.Delete(); err != nil {
