@@ -3,8 +3,10 @@ package redteam_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -276,6 +278,48 @@ func TestDiskInodeBound(t *testing.T) {
 					t.Errorf("after the files: %q", out)
 				}
 			})
+		}
+	})
+}
+
+// A supervisor killed with SIGKILL leaves no disk behind: the loop device
+// and its file go with the last descriptor, which the kernel closes.
+func TestDiskGoneWithKilledSupervisor(t *testing.T) {
+	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		if os.Geteuid() != 0 {
+			t.Skip("a disk larger than memory allows needs root")
+		}
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bins.cli, "run", "-d", "--isolation", string(lv), "--memory", "64m", "--disk", "256m").Output()
+		if err != nil {
+			t.Fatalf("airlock run -d: %v", err)
+		}
+		id := strings.TrimSpace(string(out))
+		t.Cleanup(func() { _ = exec.Command(bins.cli, "rm", "-f", id).Run() })
+		rec, err := exec.CommandContext(ctx, bins.cli, "get", id).Output()
+		if err != nil {
+			t.Fatalf("airlock get %s: %v", id, err)
+		}
+		var r struct {
+			Supervisor struct{ PID int } `json:"supervisor"`
+		}
+		if err := json.Unmarshal(rec, &r); err != nil || r.Supervisor.PID <= 0 {
+			t.Fatalf("airlock get %s: %q: %v", id, rec, err)
+		}
+		if loops := loopsOf(t, id); len(loops) != 1 {
+			t.Fatalf("loop devices of the running sandbox: %q, want one", loops)
+		}
+		if err := unix.Kill(r.Supervisor.PID, unix.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(loopsOf(t, id)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if loops := loopsOf(t, id); len(loops) != 0 {
+			t.Errorf("30 s after its supervisor was killed, the sandbox's disk is still on %q", loops)
 		}
 	})
 }
