@@ -378,6 +378,43 @@ func egressCheck(root string, uid int) Check {
 	return c
 }
 
+// diskCheck says whether a sandbox may have a disk larger than half its
+// memory limit: such a disk is an ext4 filesystem in a file on a loop
+// device, which needs root, /dev/loop-control, ext4 and mkfs.ext4. A
+// disk that fits in memory (a tmpfs) needs none of them.
+func diskCheck(root string, uid int, lookPath func(string) (string, error)) Check {
+	c := Check{Name: "disks larger than memory"}
+	fix := func(detail, fix string) Check {
+		c.Status = Warn
+		c.Detail = detail + ": --disk is limited to half of --memory (a tmpfs)"
+		c.Fix = fix
+		return c
+	}
+	if uid != 0 {
+		return fix(fmt.Sprintf("uid %d cannot make loop devices", uid), "run airlock as root for a disk larger than half of --memory, or give --memory at least twice --disk")
+	}
+	if _, err := os.Stat(filepath.Join(root, "/dev/loop-control")); err != nil {
+		return fix("/dev/loop-control is missing", "modprobe loop")
+	}
+	if fs, err := readFile(root, "/proc/filesystems"); err == nil && !strings.Contains(fs, "ext4") {
+		return fix("the kernel has no ext4", "modprobe ext4")
+	}
+	if _, err := lookPath("mkfs.ext4"); err != nil {
+		found := false
+		for _, p := range []string{"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"} {
+			if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			return fix("mkfs.ext4 is missing", "apt-get install e2fsprogs")
+		}
+	}
+	c.Status = OK
+	c.Detail = "root: a disk larger than half of --memory is an ext4 file under $AIRLOCK_HOME/disks, on a loop device"
+	return c
+}
+
 // deviceCheck stats dev below root and opens it read-write as the current
 // user. A missing or unopenable device is a warning naming the feature
 // that needs it.

@@ -153,6 +153,7 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 		cgroupCheck(o.CgroupInfo),
 		fuseCheck(o.Root, h.uid),
 		egressCheck(o.Root, h.uid),
+		diskCheck(o.Root, h.uid, o.LookPath),
 	)
 
 	gvisor := []Check{runscCheck(o.LookPath)}
