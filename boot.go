@@ -31,10 +31,16 @@ const (
 	ipcMsgQueueBytes = 16 << 10 // kernel.msgmnb (the kernel's default): 4 MiB in all
 	ipcSemSets       = 1024     // SEMMNI
 	ipcSems          = 65536    // SEMMNS: 64 bytes each, 4 MiB in all
-	// posixMsgQueueBytes bounds POSIX message queues (RLIMIT_MSGQUEUE,
-	// the kernel's default), in at most 256 queues (fs.mqueue.queues_max).
-	posixMsgQueueBytes = 800 << 10
 )
+
+// posixMsgQueueBytes is the sandbox's RLIMIT_MSGQUEUE: no POSIX message
+// queues. The kernel charges the bytes of a user namespace's queues to
+// the user that owns the namespace as well, the user airlock runs as,
+// within that user's own RLIMIT_MSGQUEUE (800 KiB by default): queues
+// made in one sandbox would be missing from every other sandbox and from
+// that user's processes on the host. (mq_open finds no queue file system
+// that landlock lets commands reach anyway.)
+const posixMsgQueueBytes = 0
 
 // bootConfig builds the boundary-independent part of the agent's boot
 // configuration for a sandbox whose writable tree is st.
@@ -58,6 +64,7 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 	for _, k := range keys {
 		env = append(env, k+"="+c.Env[k])
 	}
+	mq := uint64(posixMsgQueueBytes)
 	b := &agentproto.Boot{
 		Version:  agentproto.Version,
 		ID:       id,
@@ -72,7 +79,7 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 		Rlimits: agentproto.Rlimits{
 			NoFile:   c.NofileLimit,
 			FSize:    uint64(c.MaxFileSizeMB) << 20,
-			MsgQueue: posixMsgQueueBytes,
+			MsgQueue: &mq,
 		},
 		IPC: agentproto.IPCLimits{
 			ShmBytes:      uint64(st.SizeBytes),

@@ -60,16 +60,16 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 // ZygoteConfig is passed to the spawner on its command line (CBOR, base64)
 // because it must be applied before anything else runs.
 type ZygoteConfig struct {
-	CgroupFDs   int    `cbor:"cg"`
-	NoFile      uint64 `cbor:"nofile"`
-	FSize       uint64 `cbor:"fsize"`
-	NProc       uint64 `cbor:"nproc"`
-	AS          uint64 `cbor:"as"`
-	MsgQueue    uint64 `cbor:"msgqueue,omitempty"`
-	Seccomp     bool   `cbor:"seccomp"`
-	Landlock    bool   `cbor:"landlock"`
-	AllowPtrace bool   `cbor:"ptrace"`
-	MountProc   bool   `cbor:"proc"`
+	CgroupFDs   int     `cbor:"cg"`
+	NoFile      uint64  `cbor:"nofile"`
+	FSize       uint64  `cbor:"fsize"`
+	NProc       uint64  `cbor:"nproc"`
+	AS          uint64  `cbor:"as"`
+	MsgQueue    *uint64 `cbor:"msgqueue,omitempty"`
+	Seccomp     bool    `cbor:"seccomp"`
+	Landlock    bool    `cbor:"landlock"`
+	AllowPtrace bool    `cbor:"ptrace"`
+	MountProc   bool    `cbor:"proc"`
 }
 
 func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
@@ -207,14 +207,14 @@ func applyRlimits(cfg ZygoteConfig) error {
 			return err
 		}
 	}
-	if cfg.MsgQueue > 0 {
+	if cfg.MsgQueue != nil {
 		// Lowered only: raising a hard limit needs a capability the
 		// sandbox does not have.
 		var cur syscall.Rlimit
 		if err := syscall.Getrlimit(unix.RLIMIT_MSGQUEUE, &cur); err != nil {
 			return fmt.Errorf("read the POSIX message queue limit: %w", err)
 		}
-		if err := set(unix.RLIMIT_MSGQUEUE, min(cfg.MsgQueue, cur.Max), "POSIX message queue bytes"); err != nil {
+		if err := set(unix.RLIMIT_MSGQUEUE, min(*cfg.MsgQueue, cur.Max), "POSIX message queue bytes"); err != nil {
 			return err
 		}
 	}

@@ -135,9 +135,10 @@ type Rlimits struct {
 	FSize  uint64 `cbor:"fsize"` // 0 = unlimited
 	NProc  uint64 `cbor:"nproc"` // 0 = unlimited; used only when cgroups are not available
 	AS     uint64 `cbor:"as"`    // 0 = unlimited
-	// MsgQueue bounds the bytes of POSIX message queues
-	// (RLIMIT_MSGQUEUE); 0 = inherited. It is never raised.
-	MsgQueue uint64 `cbor:"msgqueue,omitempty"`
+	// MsgQueue, when set, bounds the bytes of POSIX message queues
+	// (RLIMIT_MSGQUEUE; 0: none may be made); nil: inherited. It is
+	// never raised.
+	MsgQueue *uint64 `cbor:"msgqueue,omitempty"`
 }
 
 // IPCLimits are written by the agent to the sysctls of the sandbox's own
