@@ -124,6 +124,10 @@ const (
 	DefaultMaxOutputBytes = 16 << 20
 )
 
+// maxSizeMB bounds sizes given in MiB (1 EiB), far above any machine,
+// so that their byte counts fit in an int64.
+const maxSizeMB = 1 << 40
+
 // MemoryUnlimited, as Resources.MemoryMB, gives a sandbox no memory
 // limit (JSON-RPC: "memory_mb": -1; CLI: --memory unlimited).
 const MemoryUnlimited = -1
@@ -172,6 +176,14 @@ func (c *Config) Validate() error {
 	}
 	if c.PidsLimit < 0 || c.DiskMB < 0 || c.MaxFileSizeMB < 0 || c.MaxOutputBytes < 0 {
 		return fmt.Errorf("limits must not be negative")
+	}
+	for _, s := range []struct {
+		name string
+		mb   int64
+	}{{"memory_mb", c.Resources.MemoryMB}, {"disk_mb", c.DiskMB}, {"max_file_size_mb", c.MaxFileSizeMB}} {
+		if s.mb > maxSizeMB {
+			return fmt.Errorf("%s %d is more than any machine has: give at most %d", s.name, s.mb, int64(maxSizeMB))
+		}
 	}
 	if c.NofileLimit != 0 && c.NofileLimit < 16 {
 		return fmt.Errorf("nofile_limit %d is too small: give at least 16", c.NofileLimit)

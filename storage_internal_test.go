@@ -82,7 +82,7 @@ func TestValidateMemory(t *testing.T) {
 	for _, c := range []struct {
 		mb int64
 		ok bool
-	}{{MemoryUnlimited, true}, {0, true}, {8, true}, {-2, false}, {4, false}} {
+	}{{MemoryUnlimited, true}, {0, true}, {8, true}, {-2, false}, {4, false}, {1 << 40, true}, {1<<40 + 1, false}} {
 		cfg := Config{Resources: Resources{MemoryMB: c.mb}}
 		if err := cfg.Validate(); (err == nil) != c.ok {
 			t.Errorf("memory_mb %d: Validate() = %v, want ok %v", c.mb, err, c.ok)
