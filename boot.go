@@ -29,8 +29,13 @@ var hostEtc = []string{
 const (
 	ipcMsgQueues     = 256      // kernel.msgmni
 	ipcMsgQueueBytes = 16 << 10 // kernel.msgmnb (the kernel's default): 4 MiB in all
-	ipcSemSets       = 1024     // SEMMNI
-	ipcSems          = 65536    // SEMMNS: 64 bytes each, 4 MiB in all
+	// kernel.sem: the kernel's per-set and per-call bounds (SEMMSL,
+	// SEMOPM), 65536 semaphores of 64 bytes in all (SEMMNS: 4 MiB), in
+	// at most 1024 sets (SEMMNI).
+	ipcSemPerSet     = 32000
+	ipcSems          = 65536
+	ipcSemOpsPerCall = 500
+	ipcSemSets       = 1024
 )
 
 // posixMsgQueueBytes is the sandbox's RLIMIT_MSGQUEUE: no POSIX message
@@ -86,8 +91,7 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 			ShmRmidForced: true,
 			MsgQueues:     ipcMsgQueues,
 			MsgQueueBytes: ipcMsgQueueBytes,
-			SemSets:       ipcSemSets,
-			Sems:          ipcSems,
+			Sem:           agentproto.SemLimits{PerSet: ipcSemPerSet, Total: ipcSems, OpsPerCall: ipcSemOpsPerCall, Sets: ipcSemSets},
 		},
 		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
 	}

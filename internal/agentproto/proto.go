@@ -157,10 +157,17 @@ type IPCLimits struct {
 	// number (kernel.msgmni) and the bytes in each (kernel.msgmnb).
 	MsgQueues     int `cbor:"msgmni,omitempty"`
 	MsgQueueBytes int `cbor:"msgmnb,omitempty"`
-	// SemSets and Sems bound System V semaphores: the number of sets
-	// and of semaphores in all (kernel.sem's SEMMNI and SEMMNS).
-	SemSets int `cbor:"semmni,omitempty"`
-	Sems    int `cbor:"semmns,omitempty"`
+	// Sem bounds System V semaphores (kernel.sem); its zero value
+	// leaves the kernel's default.
+	Sem SemLimits `cbor:"sem"`
+}
+
+// SemLimits are the four numbers of kernel.sem.
+type SemLimits struct {
+	PerSet     int `cbor:"msl"` // SEMMSL: semaphores in a set
+	Total      int `cbor:"mns"` // SEMMNS: semaphores in all
+	OpsPerCall int `cbor:"opm"` // SEMOPM: operations in one semop call
+	Sets       int `cbor:"mni"` // SEMMNI: sets
 }
 
 // Hardening switches the confinement applied to user commands. All are on
