@@ -113,7 +113,7 @@ func loopsOf(t *testing.T, id string) []string {
 }
 
 // With --memory 256m, a full disk is ENOSPC whatever its size: a disk of
-// half the memory (a tmpfs) and one of eight times the memory (a file,
+// half the memory (a tmpfs) and one of four times the memory (a file,
 // under root) fill up, the writer gets ENOSPC and is not killed, /dev/shm
 // shares the disk, and the sandbox goes on. A disk-backed sandbox leaves
 // no loop device behind.
@@ -121,7 +121,7 @@ func TestDiskFullIsENOSPC(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		for _, c := range []diskCase{
 			{name: "tmpfs", memoryMB: 256, diskMB: 128},
-			{name: "file", memoryMB: 256, diskMB: 2048, onFile: true},
+			{name: "file", memoryMB: 256, diskMB: 1024, onFile: true},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
