@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package redteam_test
 
 import "golang.org/x/sys/unix"
