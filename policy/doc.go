@@ -10,7 +10,7 @@
 // The zero Config allows nothing: no allowed_hosts means no egress.
 // Private, loopback, link-local, metadata and other special addresses
 // are blocked unless a CIDR rule inside them lifts the block. A script
-// fault, a step or time limit, a hook error, a placeholder bound for the
+// fault, a step, time or allocation limit, a hook error, a placeholder bound for the
 // wrong host and a body that cannot be scanned all block.
 //
 // # What a netstack integrator calls, and when
@@ -62,7 +62,14 @@
 // value) and body (a string, or None when it is streamed); resp has
 // status_code, headers and body. Fields are attributes (req.headers) or
 // keys (req["headers"]). Returning None blocks. Each call is bounded in
-// steps and time; load() is refused. Scripts never see secret values.
+// steps, time and bytes allocated (Options.ScriptMaxAlloc: the script is
+// rewritten so that whatever makes a value of a size that depends on
+// data is charged, since Starlark counts no memory); a policy runs at
+// most Options.ScriptConcurrency calls at once and the process
+// DefaultScriptProcessConcurrency (Options.ScriptGate), beyond which a
+// call waits up to the script timeout, then fails. Names starting with
+// _airlock_ are reserved; load() is refused. Scripts never see secret
+// values.
 //
 // # Secrets
 //

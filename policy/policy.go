@@ -19,8 +19,17 @@ import (
 const (
 	DefaultScriptMaxSteps = 10_000_000
 	DefaultScriptTimeout  = time.Second
-	DefaultHookTimeout    = 10 * time.Second
-	DefaultMaxHookBody    = 1 << 20
+	// DefaultScriptMaxAlloc bounds what one call into the policy script
+	// allocates, in bytes.
+	DefaultScriptMaxAlloc = 16 << 20
+	// DefaultScriptConcurrency is how many calls into one policy's
+	// script may run at once.
+	DefaultScriptConcurrency = 4
+	// DefaultScriptProcessConcurrency is how many calls into the policy
+	// scripts of all the policies of a process may run at once.
+	DefaultScriptProcessConcurrency = 8
+	DefaultHookTimeout              = 10 * time.Second
+	DefaultMaxHookBody              = 1 << 20
 )
 
 // Options are the parts of a policy that come from the embedding program
@@ -35,8 +44,21 @@ type Options struct {
 	// ScriptTimeout bounds each call into the policy script in time; 0
 	// means DefaultScriptTimeout.
 	ScriptTimeout time.Duration
-	// ScriptPrint receives the script's print() output; nil discards
-	// it.
+	// ScriptMaxAlloc bounds, in bytes, what each call into the policy
+	// script (and its top level) allocates in all, garbage included; 0
+	// means DefaultScriptMaxAlloc. A call that would allocate more fails,
+	// and its request is blocked (ReasonPolicyError).
+	ScriptMaxAlloc int64
+	// ScriptConcurrency bounds the calls into this policy's script that
+	// run at once; 0 means DefaultScriptConcurrency. A call beyond it
+	// waits for a slot for up to ScriptTimeout, then fails.
+	ScriptConcurrency int
+	// ScriptGate is shared by the policies whose script calls it bounds
+	// together; nil means the process's, which lets
+	// DefaultScriptProcessConcurrency calls run at once.
+	ScriptGate *ScriptGate
+	// ScriptPrint receives the script's print() output (each message cut
+	// at 4 KiB); nil discards it.
 	ScriptPrint func(msg string)
 	// OnRequest and OnResponse are Go hooks, run after the script's.
 	OnRequest  OnRequest
@@ -117,7 +139,13 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	}
 	p.scrubber = &Scrubber{e: newEngine(scrub, "")}
 	if cc.script != nil {
-		s, err := cc.script.load(cmp.Or(opts.ScriptMaxSteps, DefaultScriptMaxSteps), cmp.Or(opts.ScriptTimeout, DefaultScriptTimeout), opts.ScriptPrint)
+		s, err := cc.script.load(scriptLimits{
+			maxSteps: cmp.Or(opts.ScriptMaxSteps, DefaultScriptMaxSteps),
+			timeout:  cmp.Or(opts.ScriptTimeout, DefaultScriptTimeout),
+			maxAlloc: cmp.Or(opts.ScriptMaxAlloc, DefaultScriptMaxAlloc),
+			calls:    newScriptGate(cmp.Or(opts.ScriptConcurrency, DefaultScriptConcurrency), "for this policy"),
+			shared:   cmp.Or(opts.ScriptGate, processScripts),
+		}, opts.ScriptPrint)
 		if err != nil {
 			return nil, &ConfigError{Problems: []string{"policy_script: " + err.Error()}}
 		}

@@ -65,11 +65,22 @@ func scriptErrorAt(fn string, pos syntax.Position, format string, args ...any) *
 
 // scriptSource is a compiled script, before its top level has run.
 type scriptSource struct {
-	prog *starlark.Program
+	prog        *starlark.Program
+	predeclared starlark.StringDict
 }
 
+// compileScript parses src, rewrites it so that what it allocates is
+// charged to each call's budget (scriptrewrite.go), and compiles it.
 func compileScript(src string) (*scriptSource, error) {
-	_, prog, err := starlark.SourceProgramOptions(scriptOptions, scriptFile, src, func(string) bool { return false })
+	f, err := scriptOptions.Parse(scriptFile, src, 0)
+	if err != nil {
+		return nil, compileError(err)
+	}
+	if err := rewriteScript(f); err != nil {
+		return nil, err
+	}
+	predeclared := scriptPredeclared()
+	prog, err := starlark.FileProgram(f, predeclared.Has)
 	if err != nil {
 		return nil, compileError(err)
 	}
@@ -77,7 +88,7 @@ func compileScript(src string) (*scriptSource, error) {
 		module, pos := prog.Load(0)
 		return nil, scriptErrorAt("", pos, "load(%q): a policy script is a single file and cannot load modules", module)
 	}
-	return &scriptSource{prog: prog}, nil
+	return &scriptSource{prog: prog, predeclared: predeclared}, nil
 }
 
 func compileError(err error) error {
@@ -107,17 +118,27 @@ func compileError(err error) error {
 // frozen, so its hooks may run on many goroutines at once.
 type script struct {
 	isHostAllowed, onRequest, onResponse *starlark.Function
-	maxSteps                             uint64
-	timeout                              time.Duration
+	limits                               scriptLimits
 	print                                func(string)
 }
 
-func (src *scriptSource) load(maxSteps uint64, timeout time.Duration, print func(string)) (*script, error) {
-	s := &script{maxSteps: maxSteps, timeout: timeout, print: print}
+// scriptLimits bound each call into a policy script.
+type scriptLimits struct {
+	maxSteps uint64
+	timeout  time.Duration
+	maxAlloc int64
+	// calls bounds the calls of this policy's script running at once,
+	// shared those of every policy in the process (or those that share
+	// it).
+	calls, shared *ScriptGate
+}
+
+func (src *scriptSource) load(limits scriptLimits, print func(string)) (*script, error) {
+	s := &script{limits: limits, print: print}
 	var globals starlark.StringDict
 	err := s.run(context.Background(), "", func(th *starlark.Thread) error {
 		var err error
-		globals, err = src.prog.Init(th, nil)
+		globals, err = src.prog.Init(th, src.predeclared)
 		return err
 	})
 	if err != nil {
@@ -157,9 +178,20 @@ func (src *scriptSource) load(maxSteps uint64, timeout time.Duration, print func
 	return s, nil
 }
 
-// run runs f on a new thread bounded in steps and time (and by ctx), and
-// turns any failure, panics included, into a *ScriptError.
+// maxPrint bounds what one print() of the script hands to
+// Options.ScriptPrint.
+const maxPrint = 4 << 10
+
+// run runs f on a new thread bounded in steps, time and allocation (and
+// by ctx), once a slot among the calls that may run at once is free,
+// and turns any failure, panics included, into a *ScriptError.
 func (s *script) run(ctx context.Context, fn string, f func(*starlark.Thread) error) (err error) {
+	release, err := s.enter(ctx)
+	if err != nil {
+		return &ScriptError{Func: fn, Msg: err.Error()}
+	}
+	defer release()
+	lim := &s.limits
 	th := &starlark.Thread{
 		Name: scriptFile,
 		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {
@@ -167,16 +199,20 @@ func (s *script) run(ctx context.Context, fn string, f func(*starlark.Thread) er
 		},
 		Print: func(_ *starlark.Thread, msg string) {
 			if s.print != nil {
+				if len(msg) > maxPrint {
+					msg = fmt.Sprintf("%s... (%d bytes in all)", msg[:maxPrint], len(msg))
+				}
 				s.print(msg)
 			}
 		},
 	}
-	th.SetMaxExecutionSteps(s.maxSteps)
+	th.SetLocal(budgetKey, &allocBudget{limit: lim.maxAlloc})
+	th.SetMaxExecutionSteps(lim.maxSteps)
 	th.OnMaxSteps = func(th *starlark.Thread) {
-		th.Cancel(fmt.Sprintf("ran for more than %d steps", s.maxSteps))
+		th.Cancel(fmt.Sprintf("ran for more than %d steps", lim.maxSteps))
 	}
-	timer := time.AfterFunc(s.timeout, func() {
-		th.Cancel(fmt.Sprintf("ran for longer than %v", s.timeout))
+	timer := time.AfterFunc(lim.timeout, func() {
+		th.Cancel(fmt.Sprintf("ran for longer than %v", lim.timeout))
 	})
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, func() { th.Cancel(ctx.Err().Error()) })

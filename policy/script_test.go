@@ -187,7 +187,7 @@ def on_request(req):
 `, Options{ScriptMaxSteps: 100_000, ScriptTimeout: time.Minute})
 	start := time.Now()
 	_, err := p.FilterRequest(context.Background(), testRequest())
-	wantPolicyError(t, err, "more than 100000 steps", "policy_script:2:1: in on_request")
+	wantPolicyError(t, err, "more than 100000 steps", "policy_script:5:", "in on_request")
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("stopping took %v", d)
 	}
