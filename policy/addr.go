@@ -172,12 +172,28 @@ func (ap *addrPolicy) checkOne(outer, a netip.Addr, extra []netip.Prefix) string
 		if !b.prefix.Contains(a) || lifted(b, a, ap.lifts, extra) {
 			continue
 		}
+		what := fmt.Sprintf("%s is in %s (%s)", a, b.prefix, b.what)
 		if outer != a {
-			return fmt.Sprintf("%s: %s embeds %s, in %s (%s)", ReasonBlockedIP, outer, a, b.prefix, b.what)
+			what = fmt.Sprintf("%s embeds %s, which is in %s (%s)", outer, a, b.prefix, b.what)
 		}
-		return fmt.Sprintf("%s: %s is in %s (%s)", ReasonBlockedIP, a, b.prefix, b.what)
+		return fmt.Sprintf("%s: %s: %s", ReasonBlockedIP, what, ap.liftHint(b, a))
 	}
 	return ""
+}
+
+// liftHint says which allowed_cidrs entry would open a, refused first by
+// block b: the address alone always does; a range does only inside
+// every block that holds a, so an address of this machine or a metadata
+// address (blocks of their own) opens only by itself, whatever range
+// around it is allowed.
+func (ap *addrPolicy) liftHint(b block, a netip.Addr) string {
+	single := netip.PrefixFrom(a, a.BitLen())
+	for _, o := range ap.blocks {
+		if o.prefix.Contains(a) && o.prefix.IsSingleIP() {
+			return fmt.Sprintf("only an allowed_cidrs entry of exactly %s opens it (--allow-cidr %s), not a range around it", single, single)
+		}
+	}
+	return fmt.Sprintf("allow it with --allow-cidr %s (allowed_cidrs), or a range inside %s", single, b.prefix)
 }
 
 // checkLiftCIDR checks an allowed_cidrs entry: it must either lie inside

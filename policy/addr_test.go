@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -329,6 +330,49 @@ func TestInterfaceAddrs(t *testing.T) {
 	for _, a := range addrs {
 		if ok, _ := p.AddrAllowed(a); ok {
 			t.Errorf("this machine's address %s is allowed", a)
+		}
+	}
+}
+
+// TestAddrLiftHint checks that every refusal of an address names the
+// allowed_cidrs entry that would open it, and that the entry does.
+func TestAddrLiftHint(t *testing.T) {
+	host := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.1.2.3")}
+	for _, c := range []struct {
+		lifts []string
+		addr  string
+		want  string
+	}{
+		// A range around an address of this machine does not open it.
+		{[]string{"127.0.0.0/8"}, "127.0.0.1", "only an allowed_cidrs entry of exactly 127.0.0.1/32 opens it (--allow-cidr 127.0.0.1/32)"},
+		{nil, "127.0.0.1", "exactly 127.0.0.1/32"},
+		{nil, "127.0.0.2", "allow it with --allow-cidr 127.0.0.2/32 (allowed_cidrs), or a range inside 127.0.0.0/8"},
+		{[]string{"10.0.0.0/8"}, "10.1.2.3", "exactly 10.1.2.3/32"},
+		{nil, "10.77.0.5", "allow it with --allow-cidr 10.77.0.5/32"},
+		{nil, "169.254.169.254", "exactly 169.254.169.254/32"},
+		{nil, "::1", "--allow-cidr ::1/128"},
+		{nil, "64:ff9b::a00:1", "embeds 10.0.0.1, which is in 10.0.0.0/8 (private network): allow it with --allow-cidr 10.0.0.1/32"},
+	} {
+		p := newPolicy(t, Config{AllowedCIDRs: c.lifts}, Options{HostAddrs: host})
+		a := netip.MustParseAddr(c.addr)
+		ok, reason := p.AddrAllowed(a)
+		if ok || !strings.Contains(reason, c.want) {
+			t.Errorf("lifts %v: AddrAllowed(%s) = %v, %q; want it refused, saying %q", c.lifts, a, ok, reason, c.want)
+			continue
+		}
+		// The entries the hints name open the address (::1 also embeds
+		// 0.0.0.1, which the second hint names).
+		lifts := slices.Clone(c.lifts)
+		for range 3 {
+			hinted := reason[strings.Index(reason, "--allow-cidr ")+len("--allow-cidr "):]
+			lifts = append(lifts, strings.TrimRight(strings.Fields(hinted)[0], "),"))
+			p = newPolicy(t, Config{AllowedCIDRs: lifts}, Options{HostAddrs: host})
+			if ok, reason = p.AddrAllowed(a); ok {
+				break
+			}
+		}
+		if !ok {
+			t.Errorf("lifts %v (with the hints): %s still refused: %s", lifts, a, reason)
 		}
 	}
 }

@@ -200,7 +200,7 @@ func TestScriptTimeout(t *testing.T) {
 		"sort":  "    for i in range(1 << 60):\n        sorted(range(1000))\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := scriptPolicy(t, "def on_request(req):\n"+body+"    return req\n", Options{ScriptMaxSteps: 1 << 62, ScriptTimeout: 50 * time.Millisecond})
+			p := scriptPolicy(t, "def on_request(req):\n"+body+"    return req\n", Options{ScriptMaxSteps: 1 << 62, ScriptMaxAlloc: 1 << 62, ScriptTimeout: 50 * time.Millisecond})
 			start := time.Now()
 			_, err := p.FilterRequest(context.Background(), testRequest())
 			wantPolicyError(t, err, "longer than 50ms", "policy_script:")
