@@ -210,6 +210,11 @@ type NetworkStats struct {
 	LeavesMinted uint64 `json:"leaves_minted"`
 	// Pins is the number of (name, address) pairs DNS has pinned.
 	Pins int `json:"pins"`
+	// DNSCached is the number of upstream answers the gateway's DNS
+	// cache holds for the sandbox, and DNSCachedBytes their size (both
+	// bounded).
+	DNSCached      int `json:"dns_cached"`
+	DNSCachedBytes int `json:"dns_cached_bytes"`
 	// DroppedEvents counts the network events dropped because OnEvent
 	// fell behind.
 	DroppedEvents uint64 `json:"dropped_events"`
@@ -224,6 +229,7 @@ func (s *Sandbox) NetworkStats() (NetworkStats, error) {
 	st := NetworkStats{LeavesMinted: s.net.ca.Minted()}
 	if s.net.stack != nil {
 		st.Pins = s.net.stack.Pins().Len()
+		st.DNSCached, st.DNSCachedBytes = s.net.stack.DNSCache()
 		st.DroppedEvents = s.net.stack.DroppedEvents()
 	}
 	return st, nil

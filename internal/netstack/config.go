@@ -21,6 +21,10 @@ var (
 	// SandboxV6 is the sandbox's IPv6 address: IPv6 reaches the gateway
 	// and gets the same decisions as IPv4, never a way around them.
 	SandboxV6 = netip.MustParsePrefix("fd88::2/64")
+	// NameServerV6 is the gateway's address in the sandbox's IPv6
+	// network, where it answers DNS as it does at the IPv4 gateway (and
+	// at GatewayV6).
+	NameServerV6 = netip.MustParseAddr("fd88::1")
 )
 
 const (
@@ -138,7 +142,8 @@ type SandboxSide struct {
 	// link-local address).
 	AddressV6 netip.Prefix
 	GatewayV6 netip.Addr
-	// DNS lists the name servers for resolv.conf (the gateway).
+	// DNS lists the name servers for resolv.conf (the gateway, at its
+	// IPv4 and IPv6 addresses).
 	DNS []netip.Addr
 	// MTU of the interface.
 	MTU uint32
@@ -153,7 +158,7 @@ func (c *Config) SandboxSide() SandboxSide {
 		Gateway:   d.GatewayV4,
 		AddressV6: SandboxV6,
 		GatewayV6: GatewayV6,
-		DNS:       []netip.Addr{d.GatewayV4},
+		DNS:       []netip.Addr{d.GatewayV4, NameServerV6},
 		MTU:       d.MTU,
 	}
 }

@@ -53,9 +53,12 @@ type dnsServer struct {
 	resolved func(name string)
 	sem      chan struct{}
 	// lookup resolves name (fully qualified, lower case) for qtype (A or
-	// AAAA) upstream. It returns errNXDomain for a name that does not
-	// exist.
+	// AAAA) upstream, with the TTL the answer may be kept for (for an
+	// answer without addresses, its negative-caching TTL). It returns
+	// errNXDomain, and that TTL, for a name that does not exist.
 	lookup func(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error)
+	// cache holds the sandbox's upstream answers; it calls lookup.
+	cache *dnsCache
 }
 
 func newDNSServer(p *policy.Policy, pins *PinSet, emit func(Event), log *slog.Logger) *dnsServer {
@@ -70,6 +73,9 @@ func newDNSServer(p *policy.Policy, pins *PinSet, emit func(Event), log *slog.Lo
 	} else {
 		d.lookup = lookupHost
 	}
+	d.cache = newDNSCache(func(ctx context.Context, name string, qtype dnsmessage.Type) ([]netip.Addr, uint32, error) {
+		return d.lookup(ctx, name, qtype)
+	})
 	return d
 }
 
@@ -86,59 +92,87 @@ func (d *dnsServer) tryAcquire() bool {
 
 func (d *dnsServer) release() { <-d.sem }
 
+// Extended DNS errors (RFC 8914) that answers carry for clients that
+// speak EDNS, such as dig, so that a refusal does not pass for a fact of
+// DNS. They never name a blocked address: the sandbox is not told what
+// an internal name resolves to.
+const (
+	edeOther   = 0
+	edeBlocked = 15
+
+	edeNotAllowed   = "airlock: this name is not among the sandbox's allowed hosts"
+	edeAddrsBlocked = "airlock: every address of this name is blocked by the sandbox's network policy (allowed_cidrs, --allow-cidr, can open them); the supervisor's network event names them"
+	edeRateLimited  = "airlock: the sandbox asked more DNS questions than its rate allows; retry later"
+)
+
+// query is what answer needs of a question from the sandbox.
+type query struct {
+	hdr dnsmessage.Header
+	q   *dnsmessage.Question
+	// edns: the query had an OPT record, so the answer may have one.
+	edns bool
+}
+
 // answer returns the answer to one query from the sandbox, or nil when
 // nothing is to be sent back. proto is "udp" or "tcp".
-func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []byte {
-	if len(query) > maxDNSQuery {
+func (d *dnsServer) answer(ctx context.Context, msg []byte, proto string) []byte {
+	if len(msg) > maxDNSQuery {
 		return nil
 	}
 	var p dnsmessage.Parser
-	hdr, err := p.Start(query)
+	hdr, err := p.Start(msg)
 	if err != nil || hdr.Response {
 		return nil
 	}
+	qr := query{hdr: hdr}
 	if hdr.OpCode != 0 {
-		return reply(hdr, nil, dnsmessage.RCodeNotImplemented, nil, 0)
+		return qr.reply(dnsmessage.RCodeNotImplemented, nil, 0, 0, "")
 	}
 	qs, err := p.AllQuestions()
 	if err != nil || len(qs) != 1 {
-		return reply(hdr, nil, dnsmessage.RCodeFormatError, nil, 0)
+		return qr.reply(dnsmessage.RCodeFormatError, nil, 0, 0, "")
 	}
 	q := qs[0]
+	qr.q = &q
+	qr.edns = hasOPT(&p)
 	if q.Class != dnsmessage.ClassINET {
-		return reply(hdr, &q, dnsmessage.RCodeRefused, nil, 0)
+		return qr.reply(dnsmessage.RCodeRefused, nil, 0, 0, "")
 	}
 	name := normalizeName(q.Name.String())
 	ev := Event{Kind: EventDNS, Host: name, Proto: proto, QType: typeName(q.Type)}
 	if ok, reason := d.policy.NameResolvable(name); !ok {
 		ev.Blocked, ev.Reason = true, reason
 		d.emit(ev)
-		return reply(hdr, &q, dnsmessage.RCodeNameError, nil, 0)
+		return qr.reply(dnsmessage.RCodeNameError, nil, 0, edeBlocked, edeNotAllowed)
 	}
 	if q.Type != dnsmessage.TypeA && q.Type != dnsmessage.TypeAAAA {
 		// No upstream query for any other type: an empty answer, so
 		// that no data rides on TXT, NULL and the like.
-		return reply(hdr, &q, dnsmessage.RCodeSuccess, nil, 0)
+		return qr.reply(dnsmessage.RCodeSuccess, nil, 0, 0, "")
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 	defer cancel()
-	addrs, ttl, err := d.lookup(ctx, name+".", q.Type)
+	res, _, err := d.cache.resolve(ctx, name+".", q.Type)
 	ev.DurationMs = time.Since(start).Milliseconds()
 	switch {
-	case errors.Is(err, errNXDomain):
-		ev.Reason = "nxdomain"
+	case errors.Is(err, errRateLimited):
+		ev.Blocked, ev.Reason = true, fmt.Sprintf("%s: %v (%d a second)", policy.ReasonLimit, err, upstreamRate)
 		d.emit(ev)
-		return reply(hdr, &q, dnsmessage.RCodeNameError, nil, 0)
+		return qr.reply(dnsmessage.RCodeRefused, nil, 0, edeOther, edeRateLimited)
 	case err != nil:
 		d.log.Debug("dns lookup failed", "name", name, "type", ev.QType, "err", err)
 		ev.Reason = policy.ReasonUpstreamError + ": " + err.Error()
 		d.emit(ev)
-		return reply(hdr, &q, dnsmessage.RCodeServerFailure, nil, 0)
+		return qr.reply(dnsmessage.RCodeServerFailure, nil, 0, 0, "")
+	case res.nx:
+		ev.Reason = "nxdomain"
+		d.emit(ev)
+		return qr.reply(dnsmessage.RCodeNameError, nil, res.ttl, 0, "")
 	}
 	var kept []netip.Addr
 	var dropped []string
-	for _, a := range addrs {
+	for _, a := range res.addrs {
 		if ok, reason := d.policy.AddrAllowed(a); !ok {
 			dropped = append(dropped, reason)
 			continue
@@ -147,9 +181,10 @@ func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []by
 			kept = append(kept, a)
 		}
 	}
-	ttl = min(ttl, maxAnswerTTL)
 	if len(kept) > 0 {
-		d.pins.Add(name, kept, time.Duration(ttl)*time.Second)
+		// A cached answer pins as a fresh one does, for what remains of
+		// its TTL.
+		d.pins.Add(name, kept, time.Duration(res.ttl)*time.Second)
 		if d.resolved != nil {
 			d.resolved(name)
 		}
@@ -157,18 +192,53 @@ func (d *dnsServer) answer(ctx context.Context, query []byte, proto string) []by
 	for _, a := range kept {
 		ev.Answers = append(ev.Answers, a.String())
 	}
+	var ede uint16
+	var edeText string
 	if len(dropped) > 0 {
 		ev.Reason = strings.Join(dropped, "; ")
 		// Every answer dropped is a blocked lookup; some dropped is not.
 		ev.Blocked = len(kept) == 0
+		if ev.Blocked {
+			// An empty answer, not NXDOMAIN: the name exists, and has no
+			// address that the sandbox may use ("No address associated
+			// with hostname" is what getaddrinfo says, and it is true).
+			ede, edeText = edeBlocked, edeAddrsBlocked
+		}
 	}
 	d.emit(ev)
-	return reply(hdr, &q, dnsmessage.RCodeSuccess, kept, ttl)
+	return qr.reply(dnsmessage.RCodeSuccess, kept, res.ttl, ede, edeText)
 }
 
-// reply builds an answer to the query hdr and q. It returns nil when the
-// message cannot be built.
-func reply(hdr dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode, addrs []netip.Addr, ttl uint32) []byte {
+// hasOPT reports whether the rest of a query, past its questions, has an
+// OPT record (EDNS).
+func hasOPT(p *dnsmessage.Parser) bool {
+	if p.SkipAllAnswers() != nil || p.SkipAllAuthorities() != nil {
+		return false
+	}
+	for {
+		h, err := p.AdditionalHeader()
+		if err != nil {
+			return false
+		}
+		if h.Type == dnsmessage.TypeOPT {
+			return true
+		}
+		if p.SkipAdditional() != nil {
+			return false
+		}
+	}
+}
+
+// maxEDEText bounds the text of an extended error, so that an answer
+// always fits in maxDNSUDPAnswer.
+const maxEDEText = 200
+
+// reply builds the answer to qr: addrs of the type asked, with ttl, and
+// when the query spoke EDNS an OPT record with the extended error ede
+// (and text) when text is set. It returns nil when the message cannot
+// be built.
+func (qr query) reply(rcode dnsmessage.RCode, addrs []netip.Addr, ttl uint32, ede uint16, text string) []byte {
+	hdr, q := qr.hdr, qr.q
 	b := dnsmessage.NewBuilder(make([]byte, 0, maxDNSUDPAnswer), dnsmessage.Header{
 		ID:                 hdr.ID,
 		Response:           true,
@@ -204,6 +274,24 @@ func reply(hdr dnsmessage.Header, q *dnsmessage.Question, rcode dnsmessage.RCode
 			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
 		}
 		if err != nil {
+			return nil
+		}
+	}
+	if qr.edns {
+		if err := b.StartAdditionals(); err != nil {
+			return nil
+		}
+		var oh dnsmessage.ResourceHeader
+		if err := oh.SetEDNS0(maxDNSUDPAnswer, dnsmessage.RCodeSuccess, false); err != nil {
+			return nil
+		}
+		var opt dnsmessage.OPTResource
+		if text != "" {
+			text = text[:min(len(text), maxEDEText)]
+			data := binary.BigEndian.AppendUint16(nil, ede)
+			opt.Options = append(opt.Options, dnsmessage.Option{Code: 15, Data: append(data, text...)})
+		}
+		if err := b.OPTResource(oh, opt); err != nil {
 			return nil
 		}
 	}
@@ -254,7 +342,8 @@ func lookupHost(ctx context.Context, name string, qtype dnsmessage.Type) ([]neti
 		if errors.As(err, &de) && de.IsNotFound {
 			// No such name, or no address of this family: answer an
 			// empty NOERROR, as a name with only the other family has.
-			return nil, hostResolverTTL, nil
+			// The host's resolver gives no SOA to keep it by.
+			return nil, noSOANegativeTTL, nil
 		}
 		return nil, 0, err
 	}
@@ -371,15 +460,19 @@ func parseUpstream(msg []byte, id uint16, q dnsmessage.Question) (addrs []netip.
 		return nil, 0, true, nil
 	}
 	switch hdr.RCode {
-	case dnsmessage.RCodeSuccess:
-	case dnsmessage.RCodeNameError:
-		return nil, 0, false, errNXDomain
+	case dnsmessage.RCodeSuccess, dnsmessage.RCodeNameError:
 	default:
 		return nil, 0, false, fmt.Errorf("upstream answered %s", hdr.RCode)
 	}
 	answers, err := p.AllAnswers()
 	if err != nil {
+		if hdr.RCode == dnsmessage.RCodeNameError {
+			return nil, noSOANegativeTTL, false, errNXDomain
+		}
 		return nil, 0, false, err
+	}
+	if hdr.RCode == dnsmessage.RCodeNameError {
+		return nil, negativeTTL(&p), false, errNXDomain
 	}
 	// The names that stand for the question: itself and its aliases.
 	chain := map[string]bool{strings.ToLower(q.Name.String()): true}
@@ -414,7 +507,34 @@ func parseUpstream(msg []byte, id uint16, q dnsmessage.Question) (addrs []netip.
 			}
 		}
 	}
+	if len(addrs) == 0 {
+		ttl = negativeTTL(&p)
+	}
 	return addrs, ttl, false, nil
+}
+
+// negativeTTL is how long an answer without addresses may be kept: the
+// smaller of the TTL and the MINIMUM field of the SOA record in its
+// authority section (RFC 2308 section 5), or noSOANegativeTTL without
+// one. p is past the answers.
+func negativeTTL(p *dnsmessage.Parser) uint32 {
+	for {
+		h, err := p.AuthorityHeader()
+		if err != nil {
+			return noSOANegativeTTL
+		}
+		if h.Type != dnsmessage.TypeSOA {
+			if p.SkipAuthority() != nil {
+				return noSOANegativeTTL
+			}
+			continue
+		}
+		soa, err := p.SOAResource()
+		if err != nil {
+			return noSOANegativeTTL
+		}
+		return min(h.TTL, soa.MinTTL)
+	}
 }
 
 // readFramed reads one DNS message with a two-byte length prefix, of at

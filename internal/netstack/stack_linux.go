@@ -53,8 +53,9 @@ type Stack struct {
 	slots  chan struct{}
 	dnsTCP chan struct{}
 
-	udpDNS *gonet.UDPConn
-	tcpDNS *gonet.TCPListener
+	// udpDNS and tcpDNS serve DNS at each of the gateway's addresses.
+	udpDNS []*gonet.UDPConn
+	tcpDNS []*gonet.TCPListener
 
 	mu     sync.Mutex
 	closed bool
@@ -159,32 +160,48 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		return fail("adding the gateway address", e)
 	}
 	// A link-local address: the sandbox's IPv6 next hop, so that IPv6
-	// packets reach the gateway and are decided like IPv4 ones.
-	if e := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
-		Protocol:          ipv6.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(GatewayV6.As16()), PrefixLen: 64},
-	}, stack.AddressProperties{}); e != nil {
-		return fail("adding the gateway's IPv6 address", e)
+	// packets reach the gateway and are decided like IPv4 ones; and an
+	// address in the sandbox's IPv6 network, for DNS.
+	for _, a := range []netip.Addr{GatewayV6, NameServerV6} {
+		if e := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+			Protocol:          ipv6.ProtocolNumber,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(a.As16()), PrefixLen: 64},
+		}, stack.AddressProperties{}); e != nil {
+			return fail("adding the gateway's IPv6 address "+a.String(), e)
+		}
 	}
 	s.SetRouteTable([]tcpip.Route{
 		{Destination: header.IPv4EmptySubnet, NIC: nicID},
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
 
-	dnsAddr := tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}
-	st.udpDNS, err = gonet.DialUDP(s, &dnsAddr, nil, ipv4.ProtocolNumber)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("netstack: DNS over UDP at %s:53: %w", cfg.GatewayV4, err)
+	// DNS at every address of the gateway, with the same server.
+	for _, a := range []netip.Addr{cfg.GatewayV4, NameServerV6, GatewayV6} {
+		proto := ipv6.ProtocolNumber
+		if a.Is4() {
+			proto = ipv4.ProtocolNumber
+		}
+		dnsAddr := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(a.AsSlice()), Port: 53}
+		uc, err := gonet.DialUDP(s, &dnsAddr, nil, proto)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("netstack: DNS over UDP at [%s]:53: %w", a, err)
+		}
+		st.udpDNS = append(st.udpDNS, uc)
+		ln, err := gonet.ListenTCP(s, dnsAddr, proto)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("netstack: DNS over TCP at [%s]:53: %w", a, err)
+		}
+		st.tcpDNS = append(st.tcpDNS, ln)
 	}
-	st.tcpDNS, err = gonet.ListenTCP(s, dnsAddr, ipv4.ProtocolNumber)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("netstack: DNS over TCP at %s:53: %w", cfg.GatewayV4, err)
+	st.wg.Add(1 + len(st.udpDNS) + len(st.tcpDNS))
+	for _, uc := range st.udpDNS {
+		go st.serveDNSUDP(uc)
 	}
-	st.wg.Add(3)
-	go st.serveDNSUDP()
-	go st.serveDNSTCP()
+	for _, ln := range st.tcpDNS {
+		go st.serveDNSTCP(ln)
+	}
 	go func() {
 		defer st.wg.Done()
 		<-ctx.Done()
@@ -195,6 +212,10 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 
 // Pins returns the sandbox's pin set.
 func (st *Stack) Pins() *PinSet { return st.pins }
+
+// DNSCache returns the number of answers the sandbox's DNS cache holds,
+// and their size in bytes.
+func (st *Stack) DNSCache() (entries, bytes int) { return st.dns.cache.stats() }
 
 // DroppedEvents returns how many events were dropped because OnEvent fell
 // behind.
@@ -211,11 +232,11 @@ func (st *Stack) Close() error {
 		st.open = nil
 		st.mu.Unlock()
 		st.cancel()
-		if st.udpDNS != nil {
-			st.udpDNS.Close()
+		for _, uc := range st.udpDNS {
+			uc.Close()
 		}
-		if st.tcpDNS != nil {
-			st.tcpDNS.Close()
+		for _, ln := range st.tcpDNS {
+			ln.Close()
 		}
 		for c := range open {
 			c.Close()
@@ -290,7 +311,7 @@ func toNetip(a tcpip.Address) netip.Addr {
 
 // isGateway reports whether ip is one of the gateway's own addresses.
 func (st *Stack) isGateway(ip netip.Addr) bool {
-	return ip.Unmap() == st.cfg.GatewayV4 || ip == GatewayV6
+	return ip.Unmap() == st.cfg.GatewayV4 || ip.WithZone("") == GatewayV6 || ip == NameServerV6
 }
 
 // decide returns the names pinned to dst and whether a flow to dst:port
@@ -300,7 +321,7 @@ func (st *Stack) decide(proto string, dst netip.Addr, port uint16) (names []stri
 		return nil, false, policy.ReasonBlockedIP + ": invalid destination"
 	}
 	if st.isGateway(dst) {
-		return nil, false, fmt.Sprintf("%s: %s is the gateway, which serves only DNS (port 53 at %s)", policy.ReasonBlockedIP, dst, st.cfg.GatewayV4)
+		return nil, false, fmt.Sprintf("%s: %s is the gateway, which serves only DNS (port 53 at %s and %s)", policy.ReasonBlockedIP, dst, st.cfg.GatewayV4, NameServerV6)
 	}
 	names = st.pins.Names(dst)
 	ok, reason = st.cfg.Policy.FlowAllowed(proto, names, dst, port)
@@ -609,11 +630,11 @@ func (st *Stack) relayUDP(conn *gonet.UDPConn, names []string, dst netip.AddrPor
 	st.emit(ev)
 }
 
-func (st *Stack) serveDNSUDP() {
+func (st *Stack) serveDNSUDP(uc *gonet.UDPConn) {
 	defer st.wg.Done()
 	buf := make([]byte, maxDatagram)
 	for {
-		n, from, err := st.udpDNS.ReadFrom(buf)
+		n, from, err := uc.ReadFrom(buf)
 		if err != nil {
 			if st.ctx.Err() == nil {
 				st.cfg.Logger.Debug("netstack DNS over UDP stopped", "err", err)
@@ -632,16 +653,16 @@ func (st *Stack) serveDNSUDP() {
 			defer st.wg.Done()
 			defer st.dns.release()
 			if resp := st.dns.answer(st.ctx, query, "udp"); resp != nil {
-				_, _ = st.udpDNS.WriteTo(resp, from)
+				_, _ = uc.WriteTo(resp, from)
 			}
 		}()
 	}
 }
 
-func (st *Stack) serveDNSTCP() {
+func (st *Stack) serveDNSTCP(ln *gonet.TCPListener) {
 	defer st.wg.Done()
 	for {
-		c, err := st.tcpDNS.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}

@@ -26,6 +26,9 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 // Pins returns nil.
 func (st *Stack) Pins() *PinSet { return nil }
 
+// DNSCache returns 0, 0.
+func (st *Stack) DNSCache() (entries, bytes int) { return 0, 0 }
+
 // DroppedEvents returns 0.
 func (st *Stack) DroppedEvents() uint64 { return 0 }
 
