@@ -22,8 +22,7 @@ var (
 	// and gets the same decisions as IPv4, never a way around them.
 	SandboxV6 = netip.MustParsePrefix("fd88::2/64")
 	// NameServerV6 is the gateway's address in the sandbox's IPv6
-	// network, where it answers DNS as it does at the IPv4 gateway (and
-	// at GatewayV6).
+	// network, where it answers DNS as it does at the IPv4 gateway.
 	NameServerV6 = netip.MustParseAddr("fd88::1")
 )
 

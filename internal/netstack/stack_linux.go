@@ -175,8 +175,10 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
 
-	// DNS at every address of the gateway, with the same server.
-	for _, a := range []netip.Addr{cfg.GatewayV4, NameServerV6, GatewayV6} {
+	// DNS at the gateway's IPv4 address and at its address in the
+	// sandbox's IPv6 network, with the same server. The link-local next
+	// hop serves nothing.
+	for _, a := range []netip.Addr{cfg.GatewayV4, NameServerV6} {
 		proto := ipv6.ProtocolNumber
 		if a.Is4() {
 			proto = ipv4.ProtocolNumber

@@ -463,7 +463,7 @@ func TestAttackIPv6(t *testing.T) {
 
 	for _, c := range []struct{ url, ip, code string }{
 		{"http://[fd00::1]/", "fd00::1", policy.ReasonNoEgressRule},
-		{"http://[fd88::1]/", "fd88::1", policy.ReasonNoEgressRule},
+		{"http://[fd88::1]/", "fd88::1", policy.ReasonBlockedIP}, // the gateway, which serves DNS only
 		{"http://[fe80::1%eth0]/", "fe80::1", policy.ReasonBlockedIP},
 		{"http://[64:ff9b::cb00:710a]/", "64:ff9b::cb00:710a", policy.ReasonNoEgressRule},
 		{"http://[2001:db8:77::11]/", "2001:db8:77::11", policy.ReasonNoEgressRule},
