@@ -66,6 +66,7 @@ fuzz:
 	$(call fuzz1,FuzzDecode,100000,./internal/strictjson)
 	$(call fuzz1,FuzzClassify,80000,./internal/netstack)
 	$(call fuzz1,FuzzDNSQuery,80000,./internal/netstack,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzParseUpstream,80000,./internal/netstack,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzParseAuthority,80000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
 

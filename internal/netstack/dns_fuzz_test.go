@@ -29,6 +29,16 @@ func FuzzDNSQuery(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	edns := dnsmessage.Message{Header: dnsmessage.Header{ID: 43, RecursionDesired: true},
+		Questions: []dnsmessage.Question{{Name: dnsmessage.MustNewName("evil.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}}}
+	var opt dnsmessage.ResourceHeader
+	if err := opt.SetEDNS0(1232, dnsmessage.RCodeSuccess, false); err != nil {
+		f.Fatal(err)
+	}
+	edns.Additionals = []dnsmessage.Resource{{Header: opt, Body: &dnsmessage.OPTResource{}}}
+	if b, err := edns.Pack(); err == nil {
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{0, 1, 2})
 	p, err := policy.New(policy.Config{AllowedHosts: []string{"api.example.com", "*.example.org"}}, policy.Options{})
@@ -84,6 +94,48 @@ func FuzzDNSQuery(f *testing.F) {
 					t.Fatalf("answer of type %T", a.Body)
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseUpstream feeds the reader of upstream answers arbitrary
+// messages: it must not fail, must give addresses only of the type
+// asked, and TTLs within the bounds the cache keeps to.
+func FuzzParseUpstream(f *testing.F) {
+	q := dnsmessage.Question{Name: dnsmessage.MustNewName("www.example.com."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}
+	soa := dnsmessage.Resource{
+		Header: dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName("example.com."), Class: dnsmessage.ClassINET, TTL: 900},
+		Body:   &dnsmessage.SOAResource{NS: dnsmessage.MustNewName("ns.example.com."), MBox: dnsmessage.MustNewName("h.example.com."), MinTTL: 60},
+	}
+	for _, m := range []dnsmessage.Message{
+		{Header: dnsmessage.Header{ID: 5, Response: true}, Questions: []dnsmessage.Question{q}, Answers: []dnsmessage.Resource{
+			{Header: dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 30}, Body: &dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}}},
+		}},
+		{Header: dnsmessage.Header{ID: 5, Response: true, RCode: dnsmessage.RCodeNameError}, Questions: []dnsmessage.Question{q}, Authorities: []dnsmessage.Resource{soa}},
+		{Header: dnsmessage.Header{ID: 5, Response: true}, Questions: []dnsmessage.Question{q}, Authorities: []dnsmessage.Resource{soa}},
+	} {
+		if b, err := m.Pack(); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		addrs, ttl, _, err := parseUpstream(msg, 5, q)
+		if err != nil && err != errNXDomain {
+			return
+		}
+		if err == errNXDomain && (len(addrs) != 0 || ttl > 1<<31) {
+			t.Fatalf("NXDOMAIN with %v, TTL %d", addrs, ttl)
+		}
+		for _, a := range addrs {
+			if !a.Is4() {
+				t.Fatalf("address %v for an A question", a)
+			}
+		}
+		if len(addrs) > 0 && ttl > maxAnswerTTL {
+			t.Fatalf("TTL %d past %d", ttl, maxAnswerTTL)
+		}
+		if res := (dnsResult{addrs: addrs, ttl: ttl, nx: err == errNXDomain}); cacheTTL(res) > maxCacheTTL || (len(addrs) == 0 && cacheTTL(res) > maxNegativeTTL) {
+			t.Fatalf("kept for %d s", cacheTTL(res))
 		}
 	})
 }
