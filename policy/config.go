@@ -17,11 +17,15 @@ type Config struct {
 	// name), "*.amazonaws.com" (any subdomain at any depth, not
 	// amazonaws.com itself) or "*" (any public host: a name with two
 	// labels or more outside the special-use domains localhost, local,
-	// internal, arpa, test, invalid, onion and alt). No list, or an
-	// empty one, means no egress.
+	// internal, arpa, test, invalid, onion and alt). A pattern opens
+	// ports 80 and 443 (HTTP or TLS on either); one with a port,
+	// "api.example.com:8443" or "*.example.com:8080", opens that port
+	// alone (list a name twice for both). No list, or an empty one,
+	// means no egress.
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 	// DeniedHosts are patterns that no request, flow or DNS answer may
-	// match, whatever else allows them. Same syntax as AllowedHosts.
+	// match, whatever else allows them, on any port. Same syntax as
+	// AllowedHosts, without a port.
 	DeniedHosts []string `json:"denied_hosts,omitempty"`
 	// BlockPrivateIPs keeps private networks (10/8, 172.16/12,
 	// 192.168/16, 100.64/10, fc00::/7, fec0::/10) out of reach; nil
@@ -63,8 +67,8 @@ type Config struct {
 // EgressRule allows non-HTTP, non-TLS flows to a destination.
 type EgressRule struct {
 	// Destination is a host pattern (same syntax as AllowedHosts,
-	// matched against the names DNS pinned to the destination address)
-	// or a CIDR or a single address. A CIDR inside a blocked range lifts
+	// without a port; matched against the names DNS pinned to the
+	// destination address) or a CIDR or a single address. A CIDR inside a blocked range lifts
 	// that block for the flows this rule allows.
 	Destination string `json:"destination"`
 	// Ports lists the destination ports. It is required: a rule for
@@ -79,7 +83,8 @@ type EgressRule struct {
 type Secret struct {
 	Value string `json:"value"`
 	// Hosts are the patterns of the hosts the value may be sent to
-	// (same syntax as AllowedHosts). Required.
+	// (same syntax as AllowedHosts, without a port: the value goes to
+	// them on whichever ports they are allowed). Required.
 	Hosts []string `json:"hosts"`
 }
 
@@ -148,11 +153,15 @@ type secretSpec struct {
 }
 
 func compileHosts(field string, list []string, pr *problems) hostList {
+	return compileList(field, list, compileGlob, pr)
+}
+
+func compileList(field string, list []string, compile func(string) (glob, error), pr *problems) hostList {
 	out := make(hostList, 0, len(list))
 	seen := map[string]int{}
 	for i, s := range list {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		g, err := compileGlob(s)
+		g, err := compile(s)
 		if err != nil {
 			pr.add(f, "%v", err)
 			continue
@@ -170,7 +179,7 @@ func compileHosts(field string, list []string, pr *problems) hostList {
 func compileConfig(c *Config) (*compiled, error) {
 	var pr problems
 	cc := &compiled{
-		allowed: compileHosts("allowed_hosts", c.AllowedHosts, &pr),
+		allowed: compileList("allowed_hosts", c.AllowedHosts, compileHostPort, &pr),
 		denied:  compileHosts("denied_hosts", c.DeniedHosts, &pr),
 	}
 	for i, s := range c.AllowedCIDRs {

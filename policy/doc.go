@@ -17,10 +17,14 @@
 //
 //   - DNS question: NameResolvable(name). Then AddrAllowed for each
 //     answer: drop the blocked ones. Record what remains in the pin set.
-//   - TLS ClientHello: HostAllowed(sni), and the SNI must be among the
-//     names pinned to the destination address. HTTP request: HostAllowed
-//     on the Host header or :authority without its port, which must equal
-//     the SNI under TLS, or be pinned to the destination for plain HTTP.
+//   - TCP connection that may carry HTTP or TLS: HostPortAllowed(name,
+//     port) for a name pinned to its address (an allowed_hosts pattern
+//     opens ports 80 and 443, or the one port it names).
+//   - TLS ClientHello: HostPortDecision(sni, port), and the SNI must be
+//     among the names pinned to the destination address. HTTP request:
+//     HostPortDecision on the Host header or :authority without its port
+//     (the port connected to), which must equal the SNI under TLS, or be
+//     pinned to the destination for plain HTTP.
 //   - Any other TCP or UDP flow: FlowAllowed(proto, pinnedNames, ip,
 //     port). DNS to the gateway is not a flow: it never reaches this.
 //   - Before every upstream dial, in the dialer's Control hook, whatever

@@ -14,6 +14,10 @@ const (
 	ReasonHostNotAllowed = "host_not_allowed"
 	// ReasonHostDenied: a denied_hosts pattern matches the name.
 	ReasonHostDenied = "host_denied"
+	// ReasonPortNotAllowed: the name is allowed, but not on this port:
+	// an allowed_hosts pattern opens ports 80 and 443 unless it names
+	// another ("api.example.com:8443").
+	ReasonPortNotAllowed = "port_not_allowed"
 	// ReasonInvalidHost: the name is not a valid ASCII host name, or is
 	// an address.
 	ReasonInvalidHost = "invalid_host"

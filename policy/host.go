@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -119,10 +121,19 @@ func isPublicName(name string) bool {
 	return true
 }
 
+// DefaultPorts are the ports an allowed_hosts pattern without a port
+// opens to HTTP and TLS: 80 and 443. A pattern names any other port
+// itself ("api.example.com:8443").
+var DefaultPorts = []uint16{80, 443}
+
 // A glob is a compiled host pattern.
 type glob struct {
-	// text is the normalised pattern, as it is shown back to users.
+	// text is the normalised pattern, as it is shown back to users,
+	// with its port when it has one.
 	text string
+	// port is the one port an allowed_hosts pattern opens; 0 means
+	// DefaultPorts.
+	port uint16
 	// any is true for "*".
 	any bool
 	// suffix is ".example.com" for "*.example.com"; empty for exact
@@ -150,6 +161,12 @@ func compileGlob(pattern string) (glob, error) {
 		return glob{}, fmt.Errorf("%q is a URL: give the host name alone, as in %q", pattern, hostOfURL(p))
 	}
 	if strings.ContainsAny(p, "/:@[]") {
+		if h, port, ok := strings.Cut(p, ":"); ok && h != "" && isDigits(port) {
+			return glob{}, fmt.Errorf("%q has a port: give the host alone (a port is named only in allowed_hosts, as in %q)", pattern, h+":"+port)
+		}
+		if _, err := netip.ParseAddrPort(p); err == nil {
+			return glob{}, fmt.Errorf("%q is an address: allowed hosts are names; allow an address with an egress rule whose destination is a CIDR", pattern)
+		}
 		if _, err := netip.ParseAddr(strings.Trim(p, "[]")); err == nil {
 			return glob{}, fmt.Errorf("%q is an address: allowed hosts are names; allow an address with an egress rule whose destination is a CIDR", pattern)
 		}
@@ -186,6 +203,49 @@ func compileGlob(pattern string) (glob, error) {
 		return glob{text: "*." + name, suffix: "." + name}, nil
 	}
 	return glob{text: name, exact: name}, nil
+}
+
+// compileHostPort compiles an allowed_hosts pattern: a host pattern
+// (compileGlob), alone for ports 80 and 443, or followed by ":PORT" for
+// that port alone ("api.example.com:8443", "*.example.com:8080",
+// "*:8080").
+func compileHostPort(pattern string) (glob, error) {
+	host, port, found := strings.Cut(pattern, ":")
+	if !found || strings.Contains(port, ":") || strings.ContainsAny(pattern, "[]/") {
+		return compileGlob(pattern)
+	}
+	g, err := compileGlob(host)
+	if err != nil {
+		return glob{}, err
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 || !isDigits(port) {
+		return glob{}, fmt.Errorf("%q: %q is not a port from 1 to 65535", pattern, port)
+	}
+	g.port = uint16(n)
+	g.text += ":" + strconv.Itoa(int(n))
+	return g, nil
+}
+
+// isDigits reports whether s is a non-empty run of ASCII digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// allowsPort reports whether an allowed_hosts pattern opens port.
+func (g glob) allowsPort(port uint16) bool {
+	if g.port != 0 {
+		return port == g.port
+	}
+	return slices.Contains(DefaultPorts, port)
 }
 
 // looksNumericLoose is looksNumeric for a string that may not be a valid
@@ -233,6 +293,33 @@ func (l hostList) match(name string) (glob, bool) {
 	return glob{}, false
 }
 
+// matchPort returns the first pattern that matches name and opens port.
+func (l hostList) matchPort(name string, port uint16) (glob, bool) {
+	for _, g := range l {
+		if g.match(name) && g.allowsPort(port) {
+			return g, true
+		}
+	}
+	return glob{}, false
+}
+
+// ports lists the ports the patterns that match name open, in order.
+func (l hostList) ports(name string) []uint16 {
+	var out []uint16
+	for _, g := range l {
+		if !g.match(name) {
+			continue
+		}
+		if g.port != 0 {
+			out = append(out, g.port)
+		} else {
+			out = append(out, DefaultPorts...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 func (l hostList) index(text string) int {
 	for i, g := range l {
 		if g.text == text {
@@ -266,8 +353,18 @@ func MatchHost(pattern, name string) bool {
 }
 
 // CheckHostPattern returns an error that says what is wrong with a host
-// pattern, or nil when it is valid.
+// pattern, or nil when it is valid. A pattern with a port
+// ("api.example.com:8443"), which only allowed_hosts takes, is checked
+// by CheckAllowedPattern.
 func CheckHostPattern(pattern string) error {
 	_, err := compileGlob(pattern)
+	return err
+}
+
+// CheckAllowedPattern returns an error that says what is wrong with an
+// allowed_hosts pattern (a host pattern, with ":PORT" for a port other
+// than 80 and 443), or nil when it is valid.
+func CheckAllowedPattern(pattern string) error {
+	_, err := compileHostPort(pattern)
 	return err
 }

@@ -130,7 +130,7 @@ func TestCompileGlobErrors(t *testing.T) {
 		{"**", "'*' may only be"},
 		{"api.*.com", "'*' may only be"},
 		{"https://api.openai.com/v1", `give the host name alone, as in "api.openai.com"`},
-		{"api.openai.com:443", "without a port"},
+		{"api.openai.com:443", "has a port: give the host alone"},
 		{"api.openai.com/v1", "without a port"},
 		{"10.0.0.1", "is an address"},
 		{"::1", "is an address"},

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,13 +191,36 @@ func (p *Policy) HostAllowed(name string) bool {
 	return ok
 }
 
-// HostDecision says whether requests may go to a host name, and if not,
-// why. A name is allowed when it is valid (ASCII, not an address), no
-// denied_hosts pattern matches it, an allowed_hosts pattern matches it,
-// and, when the policy script defines is_host_allowed, that returns
-// True: the script can only narrow the allowlist. A script error denies
-// (ReasonPolicyError).
+// HostDecision says whether requests may go to a host name on some
+// port, and if not, why: what DNS needs to know. A name is allowed when
+// it is valid (ASCII, not an address), no denied_hosts pattern matches
+// it, an allowed_hosts pattern matches it, and, when the policy script
+// defines is_host_allowed, that returns True: the script can only
+// narrow the allowlist. A script error denies (ReasonPolicyError).
+// HostPortDecision decides a connection or request, which has a port.
 func (p *Policy) HostDecision(name string) (bool, string) {
+	return p.hostDecision(name, 0)
+}
+
+// HostPortDecision is HostDecision for a connection to port: an
+// allowed_hosts pattern opens ports 80 and 443, or the one port it
+// names. A name allowed on other ports only is refused with
+// ReasonPortNotAllowed, and the reason says how to open the port.
+func (p *Policy) HostPortDecision(name string, port uint16) (bool, string) {
+	if port == 0 {
+		return false, ReasonPortNotAllowed + ": port 0"
+	}
+	return p.hostDecision(name, port)
+}
+
+// HostPortAllowed reports whether HTTP and TLS may reach name on port.
+func (p *Policy) HostPortAllowed(name string, port uint16) bool {
+	ok, _ := p.HostPortDecision(name, port)
+	return ok
+}
+
+// hostDecision decides name on port, or on any port when port is 0.
+func (p *Policy) hostDecision(name string, port uint16) (bool, string) {
 	n, ok := normalizeName(name)
 	if !ok {
 		return false, ReasonInvalidHost
@@ -207,7 +232,28 @@ func (p *Policy) HostDecision(name string) (bool, string) {
 	if _, ok := hl.allowed.match(n); !ok {
 		return false, ReasonHostNotAllowed + ": " + n
 	}
+	if port != 0 {
+		if _, ok := hl.allowed.matchPort(n, port); !ok {
+			return false, portRefusal(n, port, hl.allowed.ports(n))
+		}
+	}
 	return p.scriptAllows(n)
+}
+
+// portRefusal says that n is not allowed on port, on which ports it is,
+// and how to open port.
+func portRefusal(n string, port uint16, open []uint16) string {
+	list := make([]string, len(open))
+	for i, o := range open {
+		list[i] = strconv.Itoa(int(o))
+	}
+	ports := "port "
+	if len(list) > 1 {
+		ports = "ports "
+	}
+	p := n + ":" + strconv.Itoa(int(port))
+	return fmt.Sprintf("%s: %s is allowed on %s%s only, not on %d; to allow that port, add %s to allowed_hosts (--allow-host %s, or `airlock policy ID allow %s` while it runs)",
+		ReasonPortNotAllowed, n, ports, strings.Join(list, ", "), port, p, p, p)
 }
 
 // scriptAllows asks is_host_allowed, when the script defines it. Its
@@ -343,8 +389,15 @@ func flowDest(names []string, ip netip.Addr) string {
 // AllowHost adds a pattern to the allowed hosts of the running policy,
 // and removes it from the denied hosts if it is there exactly. A
 // broader denied pattern still wins.
+//
+// A pattern may name a port ("api.example.com:8443"), which it opens
+// alone; one without opens ports 80 and 443.
 func (p *Policy) AllowHost(pattern string) error {
-	return p.updateHosts(pattern, func(hl *hostLists, g glob) {
+	g, err := compileHostPort(pattern)
+	if err != nil {
+		return err
+	}
+	return p.updateHosts(g, func(hl *hostLists, g glob) {
 		if i := hl.denied.index(g.text); i >= 0 {
 			hl.denied = slices.Delete(hl.denied, i, i+1)
 		}
@@ -358,7 +411,11 @@ func (p *Policy) AllowHost(pattern string) error {
 // allowed pattern and egress rule, and removes it from the allowed hosts
 // if it is there exactly.
 func (p *Policy) DenyHost(pattern string) error {
-	return p.updateHosts(pattern, func(hl *hostLists, g glob) {
+	g, err := compileGlob(pattern)
+	if err != nil {
+		return err
+	}
+	return p.updateHosts(g, func(hl *hostLists, g glob) {
 		if i := hl.allowed.index(g.text); i >= 0 {
 			hl.allowed = slices.Delete(hl.allowed, i, i+1)
 		}
@@ -375,8 +432,12 @@ var ErrNotListed = errors.New("the pattern is in neither allowed_hosts nor denie
 // spelling may differ (case, trailing dot) but it must be the same
 // pattern: removing "api.example.com" does not narrow "*.example.com".
 func (p *Policy) RemoveHost(pattern string) error {
+	g, err := compileHostPort(pattern)
+	if err != nil {
+		return err
+	}
 	found := false
-	err := p.updateHosts(pattern, func(hl *hostLists, g glob) {
+	err = p.updateHosts(g, func(hl *hostLists, g glob) {
 		if i := hl.allowed.index(g.text); i >= 0 {
 			hl.allowed = slices.Delete(hl.allowed, i, i+1)
 			found = true
@@ -392,11 +453,7 @@ func (p *Policy) RemoveHost(pattern string) error {
 	return err
 }
 
-func (p *Policy) updateHosts(pattern string, f func(*hostLists, glob)) error {
-	g, err := compileGlob(pattern)
-	if err != nil {
-		return err
-	}
+func (p *Policy) updateHosts(g glob, f func(*hostLists, glob)) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	old := p.hosts.Load()

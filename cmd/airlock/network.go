@@ -29,7 +29,7 @@ type networkFlags struct {
 
 func (n *networkFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringArrayVar(&n.allowHosts, "allow-host", nil, "give the sandbox a network and let HTTP, TLS and DNS reach hosts matching this pattern (api.example.com, *.example.com, or * for any public host); repeatable")
+	fl.StringArrayVar(&n.allowHosts, "allow-host", nil, "give the sandbox a network and let HTTP, TLS and DNS reach hosts matching this pattern (api.example.com, *.example.com, or * for any public host) on ports 80 and 443, or on the one port it names (api.example.com:8443); repeatable")
 	fl.StringArrayVar(&n.denyHosts, "deny-host", nil, "never let anything reach hosts matching this pattern, whatever allows them; repeatable")
 	fl.StringVar(&n.configFile, "network-config", "", "read the network policy from this JSON file (the \"network\" object of the JSON-RPC create; {} allows nothing); the other network flags add to it")
 	fl.StringArrayVar(&n.secrets, "secret", nil, "NAME=VALUE@HOST[,HOST...]: commands see a placeholder in $NAME, replaced by VALUE only in requests to HOST; NAME@HOST[,HOST...] takes VALUE from airlock's own $NAME, keeping it off the command line; repeatable")

@@ -27,9 +27,12 @@ The sandbox must have a network: one started by airlock run --detach with
 a network flag (--allow-host, --network-config, ...), or created with a
 network by an airlock rpc session. Patterns are api.example.com (that
 name), '*.example.com' (any subdomain) or '*' (any public host); quote
-them from the shell. After a change the lists in force are printed.`,
+them from the shell. An allowed pattern opens ports 80 and 443; one with
+a port, api.example.com:8443, opens that port alone. After a change the
+lists in force are printed.`,
 		Example: `  airlock policy sb-3f
   airlock policy sb-3f allow api.example.com '*.githubusercontent.com'
+  airlock policy sb-3f allow api.example.com:8443
   airlock policy sb-3f deny tracker.example.com
   airlock policy sb-3f remove api.example.com
   airlock policy --json sb-3f`,

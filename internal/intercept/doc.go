@@ -12,8 +12,9 @@
 //
 //   - TLS: the ClientHello's server name (SNI) must be present, a name
 //     rather than an address, one of the pinned names, and allowed by
-//     policy.HostDecision; otherwise the handshake is refused and a "tcp"
-//     event says why (no_sni, sni_mismatch, or the policy's reason). This
+//     policy.HostPortDecision (the name, on dst's port); otherwise the
+//     handshake is refused and a "tcp" event says why (no_sni,
+//     sni_mismatch, or the policy's reason, port_not_allowed among them). This
 //     stops a forged SNI, or a raw-IP connection to an allowed host's
 //     address, from reaching anything but the names that address was
 //     resolved for. The sandbox gets a leaf certificate for the name
@@ -23,7 +24,7 @@
 //     :authority, or an absolute-form URI's host) must be a name; a port
 //     in it must be dst's port; under TLS the name must equal the SNI (no
 //     domain fronting), in plain HTTP it must be one of the pinned names;
-//     and policy.HostDecision must allow it (the host lists can change
+//     and policy.HostPortDecision must allow it on dst's port (the host lists can change
 //     while a connection is open). Refusals answer 421 (misdirected), 400
 //     (malformed) or 403 (policy), with "airlock: blocked: <reason>" as
 //     the body and the reason code in X-Airlock-Blocked.

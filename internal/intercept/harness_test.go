@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,10 +134,30 @@ func newHarness(t testing.TB, cfg harnessConfig) *harness {
 		h.upstream.StartTLS()
 	}
 
+	h.ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(h.ln.Addr().(*net.TCPAddr).Port)
+	if cfg.dstPort != 0 {
+		port = cfg.dstPort
+	}
+	h.dst = netip.AddrPortFrom(netip.MustParseAddr("203.0.113.10"), port)
+
 	pc := cfg.policy
 	if pc.AllowedHosts == nil {
 		pc.AllowedHosts = []string{apiHost, otherHost}
 	}
+	// The sandbox's connections arrive on the listener's port, which a
+	// pattern without a port does not open: open it for each.
+	var allowed []string
+	for _, a := range pc.AllowedHosts {
+		allowed = append(allowed, a)
+		if !strings.Contains(a, ":") && !slices.Contains(policy.DefaultPorts, port) {
+			allowed = append(allowed, a+":"+strconv.Itoa(int(port)))
+		}
+	}
+	pc.AllowedHosts = allowed
 	pc.ExtraRootCAs = append(pc.ExtraRootCAs, upPEM)
 	h.policy, err = policy.New(pc, cfg.opts)
 	if err != nil {
@@ -181,15 +202,6 @@ func newHarness(t testing.TB, cfg harnessConfig) *harness {
 		t.Fatal(err)
 	}
 
-	h.ln, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(h.ln.Addr().(*net.TCPAddr).Port)
-	if cfg.dstPort != 0 {
-		port = cfg.dstPort
-	}
-	h.dst = netip.AddrPortFrom(netip.MustParseAddr("203.0.113.10"), port)
 	h.names = cfg.names
 	if h.names == nil {
 		h.names = []string{apiHost, otherHost}

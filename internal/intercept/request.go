@@ -175,7 +175,7 @@ func (x *exchange) checkTarget(r *http.Request) (string, *refusal) {
 	} else if !containsName(c.names, a.host) {
 		return "", refuse(http.StatusMisdirectedRequest, policy.ReasonHostMismatch, "%s is not among the names DNS gave for %s", a.host, c.dst.Addr())
 	}
-	if ok, reason := c.i.policy.HostDecision(a.host); !ok {
+	if ok, reason := c.i.policy.HostPortDecision(a.host, c.dst.Port()); !ok {
 		return "", &refusal{status: http.StatusForbidden, reason: reason}
 	}
 	target := r.URL.RequestURI()

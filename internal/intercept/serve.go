@@ -157,7 +157,7 @@ func (c *sandboxConn) checkSNI(sni string) string {
 	if !ok || !containsName(c.names, n) {
 		return fmt.Sprintf("%s: the TLS server name %q is not among the names DNS gave for %s", policy.ReasonSNIMismatch, sni, c.dst.Addr())
 	}
-	if ok, reason := c.i.policy.HostDecision(n); !ok {
+	if ok, reason := c.i.policy.HostPortDecision(n, c.dst.Port()); !ok {
 		return reason
 	}
 	return ""

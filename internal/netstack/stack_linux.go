@@ -348,11 +348,11 @@ const (
 	serverFirstWait = 2 * time.Second
 )
 
-// interceptable reports whether a connection to dst, whose address DNS
-// pinned to names, may go to the interceptor: the address is allowed and
-// one of the names is an allowed host. The interceptor then checks the
-// SNI or Host of every request against names.
-func (st *Stack) interceptable(names []string, dst netip.Addr) bool {
+// interceptable reports whether a connection to dst:port, whose address
+// DNS pinned to names, may go to the interceptor: the address is allowed
+// and one of the names is an allowed host on that port. The interceptor
+// then checks the SNI or Host of every request against names and port.
+func (st *Stack) interceptable(names []string, dst netip.Addr, port uint16) bool {
 	if st.cfg.Interceptor == nil || len(names) == 0 {
 		return false
 	}
@@ -360,26 +360,42 @@ func (st *Stack) interceptable(names []string, dst netip.Addr) bool {
 		return false
 	}
 	for _, n := range names {
-		if st.cfg.Policy.HostAllowed(n) {
+		if st.cfg.Policy.HostPortAllowed(n, port) {
 			return true
 		}
 	}
 	return false
 }
 
-// refusal says why a connection to dst that neither interception nor an
-// egress rule takes is refused: when DNS pinned names to an allowed
-// address, why those names are not allowed (for example, a host removed
-// or denied while the sandbox runs); otherwise the egress rules' reason.
-func (st *Stack) refusal(names []string, dst netip.Addr, ruleReason string) string {
+// refusal says why a connection to dst:port that neither interception
+// nor an egress rule takes is refused: when DNS pinned names to an
+// allowed address, why those names are not allowed there (a port that
+// their patterns do not open, or a host removed or denied while the
+// sandbox runs); otherwise the egress rules' reason.
+func (st *Stack) refusal(names []string, dst netip.Addr, port uint16, ruleReason string) string {
 	if len(names) == 0 || st.cfg.Interceptor == nil || st.isGateway(dst) {
 		return ruleReason
 	}
 	if ok, _ := st.cfg.Policy.AddrAllowed(dst); !ok {
 		return ruleReason
 	}
-	if ok, reason := st.cfg.Policy.HostDecision(names[0]); !ok {
-		return reason
+	first := ""
+	for _, n := range names {
+		ok, reason := st.cfg.Policy.HostPortDecision(n, port)
+		if ok {
+			continue
+		}
+		if policy.ReasonCode(reason) == policy.ReasonPortNotAllowed {
+			// The most useful reason: the name is allowed, and the
+			// reason says how to open the port.
+			return reason
+		}
+		if first == "" {
+			first = reason
+		}
+	}
+	if first != "" {
+		return first
 	}
 	return ruleReason
 }
@@ -394,11 +410,11 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	dst := toNetip(id.LocalAddress)
 	port := id.LocalPort
 	names, ruleOK, reason := st.decide("tcp", dst, port)
-	interceptOK := !st.isGateway(dst) && st.interceptable(names, dst)
+	interceptOK := !st.isGateway(dst) && st.interceptable(names, dst, port)
 	ev := Event{Kind: EventConnect, Host: firstName(names), IP: dst.String(), Port: port, Proto: "tcp"}
 	if !ruleOK && !interceptOK {
 		r.Complete(true)
-		ev.Blocked, ev.Reason = true, st.refusal(names, dst, reason)
+		ev.Blocked, ev.Reason = true, st.refusal(names, dst, port, reason)
 		st.emit(ev)
 		return
 	}

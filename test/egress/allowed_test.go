@@ -25,13 +25,14 @@ func echoOf(t *testing.T, out string) testnet.Echo {
 	return echo
 }
 
-// TestAllowedHTTPAndHTTPSOnAnyPort proves that an allowed host is
-// reached by name over HTTPS on 443 and 8443 and plain HTTP on 80 and
-// 8080 (HTTP and TLS are recognised on any port), with one event per
-// request that has its method, URL, host, status and sizes.
-func TestAllowedHTTPAndHTTPSOnAnyPort(t *testing.T) {
+// TestAllowedHTTPAndHTTPSOnTheirPorts proves that an allowed host is
+// reached by name over HTTPS on 443 and plain HTTP on 80, and on 8443
+// and 8080 when a pattern names those ports (HTTP and TLS are recognised
+// on any port a pattern opens), with one event per request that has its
+// method, URL, host, status and sizes.
+func TestAllowedHTTPAndHTTPSOnTheirPorts(t *testing.T) {
 	e := start(t)
-	sb := e.box(t, e.network(testnet.API))
+	sb := e.box(t, e.network(testnet.API, testnet.API+":8443", testnet.API+":8080"))
 	for _, c := range []struct {
 		url, server string
 		tls         bool

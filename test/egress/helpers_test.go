@@ -30,6 +30,7 @@ const toolPath = "/tmp/tool.py"
 var reasonCodes = []string{
 	policy.ReasonHostNotAllowed,
 	policy.ReasonHostDenied,
+	policy.ReasonPortNotAllowed,
 	policy.ReasonInvalidHost,
 	policy.ReasonScriptDenied,
 	policy.ReasonBlockedIP,
