@@ -86,7 +86,17 @@ type Secret struct {
 	// (same syntax as AllowedHosts, without a port: the value goes to
 	// them on whichever ports they are allowed). Required.
 	Hosts []string `json:"hosts"`
+	// AllowPlaintext lets the value go to its hosts in plain HTTP too.
+	// Without it the value is sent only inside TLS, and a plain-HTTP
+	// request that carries the placeholder to one of its hosts is
+	// blocked (ReasonSecretPlaintext): it would cross the network in
+	// clear.
+	AllowPlaintext bool `json:"allow_plaintext,omitempty"`
 }
+
+// MaxSecretValue bounds a secret's value: the rewriters hold back, and
+// scan for, a few times its length.
+const MaxSecretValue = 64 << 10
 
 // maxSecretName bounds a secret's name (an environment variable name).
 const maxSecretName = 128
@@ -147,9 +157,10 @@ type egressRule struct {
 }
 
 type secretSpec struct {
-	name  string
-	value string
-	hosts hostList
+	name           string
+	value          string
+	hosts          hostList
+	allowPlaintext bool
 }
 
 func compileHosts(field string, list []string, pr *problems) hostList {
@@ -312,6 +323,10 @@ func compileSecrets(m map[string]Secret, pr *problems) []secretSpec {
 			pr.add(f+".value", "is empty")
 			ok = false
 		}
+		if len(s.Value) > MaxSecretValue {
+			pr.add(f+".value", "is %d bytes long, more than the %d a secret may have", len(s.Value), MaxSecretValue)
+			ok = false
+		}
 		if len(s.Hosts) == 0 {
 			pr.add(f+".hosts", "list the hosts the secret may be sent to (a secret with no hosts could only leak)")
 			ok = false
@@ -323,7 +338,7 @@ func compileSecrets(m map[string]Secret, pr *problems) []secretSpec {
 			ok = false
 		}
 		if ok {
-			out = append(out, secretSpec{name: name, value: s.Value, hosts: hosts})
+			out = append(out, secretSpec{name: name, value: s.Value, hosts: hosts, allowPlaintext: s.AllowPlaintext})
 		}
 	}
 	return out

@@ -79,14 +79,19 @@
 //
 // Each secret gets a placeholder, AIRLOCK_SECRET_<name>_<32 hex digits
 // from crypto/rand>, the only thing the sandbox's environment holds.
-// Requests to a host a secret is scoped to get the value in place of the
-// placeholder in their URL (percent-encoded), headers (Basic credentials
-// decoded and encoded again) and body; a placeholder of a secret not
-// scoped to the host is a leak and blocks the request. A value is only
-// ever written into a request to a host it is scoped to; the leak check
-// finds placeholders as the sandbox wrote them, so one hidden by an
-// encoding (percent-encoding, base64 other than Basic credentials) goes
-// out as the worthless placeholder it is. Bodies that cannot be scanned
-// (CheckBodyEncoding) or are too long for the caller to re-frame
-// (Reader's limit) block.
+// Requests over TLS to a host a secret is scoped to get the value in
+// place of the placeholder in their URL (percent-encoded), headers
+// (Basic credentials decoded and encoded again) and body; in plain HTTP
+// only when the secret has allow_plaintext, and otherwise the
+// placeholder blocks the request (ReasonSecretPlaintext). A placeholder
+// of a secret not scoped to the host is a leak and blocks the request,
+// and so is the secret's value itself, in each form ordinary software
+// writes it in (as it is, percent-encoded, JSON-escaped, base64 at any
+// offset, hex: see MinValueLen), should the sandbox have come by it.
+// A value is only ever written into a request to a host it is scoped
+// to; the leak check finds placeholders as the sandbox wrote them, so
+// one hidden by an encoding (percent-encoding, base64 other than Basic
+// credentials) goes out as the worthless placeholder it is. Bodies that
+// cannot be scanned (CheckBodyEncoding) or are too long for the caller
+// to re-frame (Reader's limit) block.
 package policy

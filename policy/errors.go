@@ -28,8 +28,13 @@ const (
 	// ReasonNoEgressRule: no egress rule allows a non-HTTP flow.
 	ReasonNoEgressRule = "no_egress_rule"
 	// ReasonSecretLeak: a request carries the placeholder of a secret
-	// that is not scoped to its host.
+	// that is not scoped to its host, or its value in one of the forms
+	// ordinary software writes it in (see MinValueLen).
 	ReasonSecretLeak = "secret_leak"
+	// ReasonSecretPlaintext: a request in plain HTTP carries the
+	// placeholder (or the value) of a secret scoped to its host, which
+	// is sent only over TLS unless the secret has allow_plaintext.
+	ReasonSecretPlaintext = "secret_plaintext"
 	// ReasonSecretUnrewritable: a request may carry a placeholder where
 	// it cannot be replaced safely (a compressed body, a body past the
 	// size bound, a value that cannot go into a header).
@@ -105,6 +110,7 @@ func (e *BlockError) Is(target error) bool {
 var (
 	ErrSecretLeak         = &BlockError{Reason: ReasonSecretLeak}
 	ErrSecretUnrewritable = &BlockError{Reason: ReasonSecretUnrewritable}
+	ErrSecretPlaintext    = &BlockError{Reason: ReasonSecretPlaintext}
 	ErrScriptBlocked      = &BlockError{Reason: ReasonScriptBlocked}
 	ErrHookBlocked        = &BlockError{Reason: ReasonHookBlocked}
 	ErrPolicy             = &BlockError{Reason: ReasonPolicyError}

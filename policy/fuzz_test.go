@@ -2,7 +2,11 @@ package policy
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -184,6 +188,12 @@ func FuzzRewrite(f *testing.F) {
 			scoped := slices.Contains(fuzzScope[hi], name)
 			to = append(to, []byte(fuzzSecrets[name].Value))
 			leak = append(leak, !scoped)
+			if !scoped {
+				// The value, in each form, is a leak too.
+				for _, f := range formPairs(fuzzSecrets[name].Value, env[name], true) {
+					from, to, leak = append(from, []byte(f[0])), append(to, nil), append(leak, true)
+				}
+			}
 		}
 		want, wantLeak := refRewrite(in, from, to, leak)
 
@@ -199,14 +209,13 @@ func FuzzRewrite(f *testing.F) {
 		} else if gerr != nil || !bytes.Equal(got, want) {
 			t.Fatalf("host %s, input %q, sizes %v: stream = %q, %v; want %q", host, in, sizes, got, gerr, want)
 		}
-		// A value never comes out for a host it is not scoped to, unless
-		// the input had it already.
+		// A value never comes out for a host it is not scoped to.
 		for _, name := range fuzzNames {
 			if slices.Contains(fuzzScope[hi], name) {
 				continue
 			}
 			v := []byte(fuzzSecrets[name].Value)
-			if !bytes.Contains(in, v) && (bytes.Contains(got, v) || bytes.Contains(whole, v)) {
+			if bytes.Contains(got, v) || bytes.Contains(whole, v) {
 				t.Fatalf("host %s got the value of %s: input %q, output %q / %q", host, name, in, got, whole)
 			}
 		}
@@ -215,8 +224,10 @@ func FuzzRewrite(f *testing.F) {
 		// and no value survives unless it was made from parts.
 		var vals, phs [][]byte
 		for _, name := range fuzzNames {
-			vals = append(vals, []byte(fuzzSecrets[name].Value))
-			phs = append(phs, []byte(env[name]))
+			for _, f := range formPairs(fuzzSecrets[name].Value, env[name], false) {
+				vals = append(vals, []byte(f[0]))
+				phs = append(phs, []byte(f[1]))
+			}
 		}
 		wantScrub, _ := refRewrite(in, vals, phs, make([]bool, len(vals)))
 		if sc := p.Scrubber().Bytes(in); !bytes.Equal(sc, wantScrub) {
@@ -227,4 +238,70 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatalf("scrub stream of %q, sizes %v = %q, %v; want %q", in, sizes, sc, err, wantScrub)
 		}
 	})
+}
+
+// formPairs is each form of value (as it is, percent-encoded, JSON-escaped,
+// base64 at each offset, hex) with the same form of placeholder, in the
+// order the policy looks for them, written out here rather than taken
+// from the code under test. Forms other than the value as it is, and
+// all of them when leak is set, are kept only for values of MinValueLen
+// bytes or more. A form given already is left out.
+func formPairs(value, placeholder string, leak bool) [][2]string {
+	b64 := func(enc *base64.Encoding, v string, a int) string {
+		text := enc.EncodeToString(append(append(make([]byte, a), v...), 0, 0))
+		var out []byte
+		for k := range len(text) {
+			if 6*k >= 8*a && 6*k+6 <= 8*a+8*len(v) {
+				out = append(out, text[k])
+			}
+		}
+		return string(out)
+	}
+	esc := func(v string, digits string) string {
+		var out []byte
+		for _, c := range []byte(v) {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+				out = append(out, c)
+			} else {
+				out = append(out, '%', digits[c>>4], digits[c&15])
+			}
+		}
+		return string(out)
+	}
+	js := func(v string, html bool) string {
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(html)
+		e.Encode(v)
+		s := strings.TrimSpace(b.String())
+		return s[1 : len(s)-1]
+	}
+	encs := []func(string) string{
+		func(v string) string { return v },
+		func(v string) string { return esc(v, "0123456789ABCDEF") },
+		func(v string) string { return esc(v, "0123456789abcdef") },
+		url.QueryEscape,
+		url.PathEscape,
+		func(v string) string { return js(v, true) },
+		func(v string) string { return js(v, false) },
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for a := range 3 {
+			encs = append(encs, func(v string) string { return b64(enc, v, a) })
+		}
+	}
+	encs = append(encs,
+		func(v string) string { return hex.EncodeToString([]byte(v)) },
+		func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) })
+	var out [][2]string
+	seen := map[string]bool{}
+	for i, enc := range encs {
+		f := enc(value)
+		if f == "" || seen[f] || (i > 0 || leak) && (len(value) < MinValueLen || len(f) < MinValueLen) {
+			continue
+		}
+		seen[f] = true
+		out = append(out, [2]string{f, enc(placeholder)})
+	}
+	return out
 }

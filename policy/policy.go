@@ -83,6 +83,7 @@ type Policy struct {
 	egress         []egressRule
 	secrets        []secret
 	scrubber       *Scrubber
+	redactor       *Scrubber // every secret's value, in every form
 	scrubResponses bool
 	script         *script
 	hostCache      scriptCache
@@ -133,13 +134,15 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		}
 		p.secrets = append(p.secrets, secret{secretSpec: s, placeholder: ph})
 	}
-	var scrub []rule
+	var scrub, redact []rule
+	for _, s := range p.secrets {
+		redact = append(redact, formRules(s.name, s.value, s.placeholder, false, true)...)
+	}
 	if cfg.ScrubResponses {
-		for _, s := range p.secrets {
-			scrub = append(scrub, rule{from: []byte(s.value), to: []byte(s.placeholder)})
-		}
+		scrub = redact
 	}
 	p.scrubber = &Scrubber{e: newEngine(scrub, "")}
+	p.redactor = &Scrubber{e: newEngine(redact, "")}
 	if cc.script != nil {
 		s, err := cc.script.load(scriptLimits{
 			maxSteps: cmp.Or(opts.ScriptMaxSteps, DefaultScriptMaxSteps),
@@ -485,10 +488,25 @@ func (p *Policy) Env() map[string]string {
 func (p *Policy) HasSecrets() bool { return len(p.secrets) > 0 }
 
 // Substituter returns the placeholder rewriter for requests to host (a
-// name, without a port). An invalid name has no secret in scope.
+// name, without a port) sent over TLS. An invalid name has no secret in
+// scope. A request in plain HTTP needs SubstituterFor(host, false).
 func (p *Policy) Substituter(host string) *Substituter {
-	return newSubstituter(p.secrets, host)
+	return newSubstituter(p.secrets, host, true)
 }
+
+// SubstituterFor returns the placeholder rewriter for requests to host
+// (a name, without a port), sent over TLS when overTLS is set and in
+// plain HTTP otherwise: then only the secrets with allow_plaintext are
+// substituted, and the placeholder (or value) of another secret scoped
+// to host blocks the request with ReasonSecretPlaintext.
+func (p *Policy) SubstituterFor(host string, overTLS bool) *Substituter {
+	return newSubstituter(p.secrets, host, overTLS)
+}
+
+// Redact replaces every secret's value in s, in each of its forms, by
+// its placeholder in the same form: for text that leaves airlock
+// (events, logs) and may hold what the sandbox sent.
+func (p *Policy) Redact(s string) string { return p.redactor.String(s) }
 
 // CheckBodyEncoding says whether a request body with this
 // Content-Encoding can be scanned for placeholders: any encoding but
@@ -506,19 +524,24 @@ func (p *Policy) CheckBodyEncoding(contentEncoding string) error {
 }
 
 // Scrubber returns the scrubber of every response: it replaces every
-// secret's value by its placeholder when ScrubResponses is set, and
-// changes nothing otherwise. Responses to requests use ResponseScrubber,
-// which covers more.
+// secret's value, in each of its forms (as it is, and, for values of
+// MinValueLen bytes or more, percent-encoded, JSON-escaped, in base64
+// and in hex), by its placeholder in the same form when ScrubResponses
+// is set, and changes nothing otherwise. Responses to requests use
+// ResponseScrubber, which covers more.
 func (p *Policy) Scrubber() *Scrubber { return p.scrubber }
 
 // ResponseScrubber returns the scrubber for the responses to requests
 // that sub was made for. Whatever ScrubResponses says, it scrubs the
 // values of the secrets scoped to sub's host, the only host airlock sends
 // them to and so the only one that can echo them, in each form they may
-// have gone out in: as they are, URL-escaped, and re-encoded in Basic
-// credentials (base64 of "user:value", which the sandbox could decode).
-// With ScrubResponses it also scrubs every other secret's value. Its
-// Active method is false when there is nothing to scrub.
+// have gone out in or come back in: as they are, percent-encoded,
+// JSON-escaped, in base64 (at any offset of a longer base64 text) and in
+// hex (the encoded forms for values of MinValueLen bytes or more), and
+// re-encoded in Basic credentials (base64 of "user:value", which the
+// sandbox could decode). With ScrubResponses it also scrubs every other
+// secret's value. Its Active method is false when there is nothing to
+// scrub.
 func (p *Policy) ResponseScrubber(sub *Substituter) *Scrubber {
 	if sub == nil {
 		return p.scrubber

@@ -12,6 +12,12 @@ type rule struct {
 	from []byte
 	to   []byte
 	leak string
+	// form is how from writes a secret's value (valueForm.name), or ""
+	// when from is a placeholder.
+	form string
+	// cleartext marks a leak of a secret scoped to the host, whose
+	// request goes in plain HTTP and the secret only over TLS.
+	cleartext bool
 }
 
 // engine replaces the occurrences of its rules' patterns, scanning left
@@ -84,8 +90,15 @@ func (e *engine) holdStart(buf []byte) int {
 	return len(buf)
 }
 
-func (e *engine) leakError(name string) error {
-	return &BlockError{Reason: ReasonSecretLeak, Detail: fmt.Sprintf("the placeholder of secret %s is in a request to %s, which the secret is not scoped to", name, e.host)}
+func (e *engine) leakError(r *rule) error {
+	what := "the placeholder of secret " + r.leak
+	if r.form != "" {
+		what = fmt.Sprintf("the value of secret %s (%s)", r.leak, r.form)
+	}
+	if r.cleartext {
+		return &BlockError{Reason: ReasonSecretPlaintext, Detail: fmt.Sprintf("%s is in a plain-HTTP request to %s, where it would cross the network in clear: the secret is sent only over TLS; use https://, or set allow_plaintext on the secret", what, e.host)}
+	}
+	return &BlockError{Reason: ReasonSecretLeak, Detail: fmt.Sprintf("%s is in a request to %s, which the secret is not scoped to", what, e.host)}
 }
 
 // run rewrites buf, appending to dst. Unless eof is set, it stops where
@@ -125,7 +138,7 @@ func (e *engine) run(dst, buf []byte, eof bool, next []int) (out []byte, consume
 		}
 		dst = append(dst, buf[i:p]...)
 		if e.rules[r].leak != "" {
-			return dst, p, e.leakError(e.rules[r].leak)
+			return dst, p, e.leakError(&e.rules[r])
 		}
 		dst = append(dst, e.rules[r].to...)
 		i = p + len(e.rules[r].from)

@@ -59,8 +59,8 @@ type Substituter struct {
 	headerUnsafe bool
 
 	// scope turns the values of the secrets scoped to the host back into
-	// their placeholders, as they are and URL-escaped: the forms in which
-	// they may go out, so the forms in which the host may echo them.
+	// their placeholders, in each of their forms (formRules): the forms
+	// in which they may go out or be echoed.
 	scope []rule
 
 	// encoded holds the credentials Header re-encoded with a value in
@@ -91,28 +91,38 @@ func (s *Substituter) noteEncoded(sent, orig string) {
 	s.scrub = nil
 }
 
-func newSubstituter(secrets []secret, host string) *Substituter {
+// newSubstituter makes the Substituter of requests to host, sent over
+// TLS or not. A secret scoped to host is substituted when the request
+// goes over TLS or the secret allows plain HTTP; otherwise its
+// placeholder blocks (ReasonSecretPlaintext). Every other secret's
+// placeholder is a leak, and so is its value in each form that
+// formRules looks for: the sandbox must not send a value it obtained
+// (from an echo a scrubber missed, or in pieces) to another host.
+func newSubstituter(secrets []secret, host string, overTLS bool) *Substituter {
 	name, ok := normalizeName(host)
 	s := &Substituter{host: host}
 	var plain, url []rule
 	for i := range secrets {
 		sec := &secrets[i]
 		from := []byte(sec.placeholder)
-		if sec.inScope(name, ok) {
-			escaped := escapeURLValue(sec.value)
+		scoped := sec.inScope(name, ok)
+		if scoped {
+			s.scope = append(s.scope, formRules(sec.name, sec.value, sec.placeholder, false, true)...)
+		}
+		if scoped && (overTLS || sec.allowPlaintext) {
 			plain = append(plain, rule{from: from, to: []byte(sec.value)})
-			url = append(url, rule{from: from, to: []byte(escaped)})
-			s.scope = append(s.scope, rule{from: []byte(sec.value), to: from})
-			if escaped != sec.value {
-				s.scope = append(s.scope, rule{from: []byte(escaped), to: from})
-			}
+			url = append(url, rule{from: from, to: []byte(escapeURLValue(sec.value))})
 			if strings.ContainsAny(sec.value, "\r\n\x00") {
 				s.headerUnsafe = true
 			}
 			continue
 		}
-		plain = append(plain, rule{from: from, leak: sec.name})
-		url = append(url, rule{from: from, leak: sec.name})
+		leaks := append([]rule{{from: from, leak: sec.name}}, formRules(sec.name, sec.value, sec.placeholder, true, false)...)
+		for j := range leaks {
+			leaks[j].cleartext = scoped
+		}
+		plain = append(plain, leaks...)
+		url = append(url, leaks...)
 	}
 	s.plain = newEngine(plain, host)
 	s.url = newEngine(url, host)
@@ -235,9 +245,17 @@ func (s *Substituter) Request(req *Request) error {
 	return nil
 }
 
+const (
+	upperHex = "0123456789ABCDEF"
+	lowerHex = "0123456789abcdef"
+)
+
 // escapeURLValue percent-encodes every byte but the unreserved ones.
-func escapeURLValue(v string) string {
-	const hexDigits = "0123456789ABCDEF"
+func escapeURLValue(v string) string { return escapeURL(v, upperHex) }
+
+// escapeURL percent-encodes every byte but the unreserved ones, with
+// hexDigits for the digits.
+func escapeURL(v, hexDigits string) string {
 	var b strings.Builder
 	for i := 0; i < len(v); i++ {
 		c := v[i]

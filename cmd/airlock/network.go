@@ -32,7 +32,7 @@ func (n *networkFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&n.allowHosts, "allow-host", nil, "give the sandbox a network and let HTTP, TLS and DNS reach hosts matching this pattern (api.example.com, *.example.com, or * for any public host) on ports 80 and 443, or on the one port it names (api.example.com:8443); repeatable")
 	fl.StringArrayVar(&n.denyHosts, "deny-host", nil, "never let anything reach hosts matching this pattern, whatever allows them; repeatable")
 	fl.StringVar(&n.configFile, "network-config", "", "read the network policy from this JSON file (the \"network\" object of the JSON-RPC create; {} allows nothing); the other network flags add to it")
-	fl.StringArrayVar(&n.secrets, "secret", nil, "NAME=VALUE@HOST[,HOST...]: commands see a placeholder in $NAME, replaced by VALUE only in requests to HOST; NAME@HOST[,HOST...] takes VALUE from airlock's own $NAME, keeping it off the command line; repeatable")
+	fl.StringArrayVar(&n.secrets, "secret", nil, "NAME=VALUE@HOST[,HOST...][/plaintext]: commands see a placeholder in $NAME, replaced by VALUE only in requests to HOST over TLS (and in plain HTTP too with /plaintext); NAME@HOST[,HOST...] takes VALUE from airlock's own $NAME, keeping it off the command line; repeatable")
 	fl.StringArrayVar(&n.egress, "egress", nil, "HOST:PORT[,PORT...][/tcp|/udp|/any]: allow traffic that is neither HTTP nor TLS to a host pattern, address or CIDR ([2001:db8::1]:22 for IPv6); default tcp; repeatable")
 	fl.StringArrayVar(&n.dnsServers, "dns-server", nil, "upstream DNS server IP[:PORT] that the gateway asks (default: the host's resolver); repeatable")
 	fl.StringArrayVar(&n.extraRootCAs, "extra-root-ca", nil, "PEM file of CA certificates trusted, besides the host's roots, to verify upstream TLS servers; repeatable")
@@ -164,11 +164,12 @@ func checkFlag(flag, what string, c policy.Config) error {
 	return fmt.Errorf("%s %s: %s", flag, what, strings.Join(msgs, "; "))
 }
 
-// parseSecret reads NAME=VALUE@HOST[,HOST...] or NAME@HOST[,HOST...] (the
-// value then comes from airlock's environment). Errors never quote the
+// parseSecret reads NAME=VALUE@HOST[,HOST...][/plaintext] or
+// NAME@HOST[,HOST...][/plaintext] (the value then comes from airlock's
+// environment); /plaintext sets allow_plaintext. Errors never quote the
 // value.
 func parseSecret(s string) (string, policy.Secret, error) {
-	const usage = "give NAME=VALUE@HOST[,HOST...], or NAME@HOST[,HOST...] to take the value from $NAME in airlock's environment"
+	const usage = "give NAME=VALUE@HOST[,HOST...], or NAME@HOST[,HOST...] to take the value from $NAME in airlock's environment, with /plaintext after the hosts to let the value go in plain HTTP too"
 	i := strings.IndexAny(s, "=@")
 	if i <= 0 {
 		return "", policy.Secret{}, fmt.Errorf("--secret: %s", usage)
@@ -190,6 +191,13 @@ func parseSecret(s string) (string, policy.Secret, error) {
 		}
 		value = v
 	}
+	var sec policy.Secret
+	if h, opt, found := strings.Cut(hosts, "/"); found {
+		if opt != "plaintext" {
+			return "", policy.Secret{}, fmt.Errorf("--secret %s: %q after the hosts is not /plaintext: %s", name, "/"+opt, usage)
+		}
+		hosts, sec.AllowPlaintext = h, true
+	}
 	var list []string
 	for h := range strings.SplitSeq(hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -199,7 +207,8 @@ func parseSecret(s string) (string, policy.Secret, error) {
 	if len(list) == 0 {
 		return "", policy.Secret{}, fmt.Errorf("--secret %s: no host after @: %s", name, usage)
 	}
-	return name, policy.Secret{Value: value, Hosts: list}, nil
+	sec.Value, sec.Hosts = value, list
+	return name, sec, nil
 }
 
 // parseEgress reads HOST:PORT[,PORT...][/PROTO]; HOST may be a host

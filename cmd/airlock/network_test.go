@@ -28,6 +28,8 @@ func TestParseSecret(t *testing.T) {
 		{"API_KEY=" + testSecret + "@example.com", "API_KEY", policy.Secret{Value: testSecret, Hosts: []string{"example.com"}}},
 		{"K=a@b=c@api.example.com,*.example.org", "K", policy.Secret{Value: "a@b=c", Hosts: []string{"api.example.com", "*.example.org"}}},
 		{"AIRLOCK_TEST_TOKEN@example.com", "AIRLOCK_TEST_TOKEN", policy.Secret{Value: "from-env@with=signs", Hosts: []string{"example.com"}}},
+		{"K=a/b@c@api.example.com,*.example.org/plaintext", "K", policy.Secret{Value: "a/b@c", Hosts: []string{"api.example.com", "*.example.org"}, AllowPlaintext: true}},
+		{"AIRLOCK_TEST_TOKEN@example.com/plaintext", "AIRLOCK_TEST_TOKEN", policy.Secret{Value: "from-env@with=signs", Hosts: []string{"example.com"}, AllowPlaintext: true}},
 	}
 	for _, g := range good {
 		name, sec, err := parseSecret(g.in)
@@ -35,7 +37,7 @@ func TestParseSecret(t *testing.T) {
 			t.Errorf("parseSecret(%q) = %q, %+v, %v", g.in, name, sec, err)
 		}
 	}
-	for _, bad := range []string{"", "=" + testSecret + "@x", "API_KEY=" + testSecret, "API_KEY=" + testSecret + "@", "AIRLOCK_TEST_UNSET_VAR@example.com", "@example.com"} {
+	for _, bad := range []string{"", "=" + testSecret + "@x", "API_KEY=" + testSecret, "API_KEY=" + testSecret + "@", "AIRLOCK_TEST_UNSET_VAR@example.com", "@example.com", "API_KEY=" + testSecret + "@example.com/tls", "API_KEY=" + testSecret + "@/plaintext"} {
 		_, _, err := parseSecret(bad)
 		if err == nil {
 			t.Errorf("parseSecret(%q) accepted", bad)

@@ -19,12 +19,14 @@ func (i *Interceptor) emit(ev api.NetworkEvent) {
 }
 
 // event returns an event of the exchange with what every one of them
-// says: the request, where it went, and how long it has taken.
+// says: the request, where it went, and how long it has taken. The URL
+// is the sandbox's (with placeholders), with any secret value it holds
+// (one that the sandbox tried to send) redacted.
 func (x *exchange) event() api.NetworkEvent {
 	return api.NetworkEvent{
 		Kind:       api.NetHTTP,
 		Method:     x.method,
-		URL:        x.url,
+		URL:        x.c.i.policy.Redact(x.url),
 		Host:       x.host,
 		IP:         x.c.dst.Addr().String(),
 		Port:       x.c.dst.Port(),
@@ -67,7 +69,7 @@ func (x *exchange) finish() {
 func (x *exchange) refuse(status int, reason string) {
 	x.isBlocked = true
 	x.reason = reason
-	x.c.i.log.Debug("request blocked", "method", x.method, "url", x.url, "dst", x.c.dst, "reason", reason)
+	x.c.i.log.Debug("request blocked", "method", x.method, "url", x.c.i.policy.Redact(x.url), "dst", x.c.dst, "reason", reason)
 	writeMessage(x.w, status, "X-Airlock-Blocked", policy.ReasonCode(reason), "airlock: blocked: "+reason)
 }
 
@@ -75,7 +77,7 @@ func (x *exchange) refuse(status int, reason string) {
 // upstream failed).
 func (x *exchange) fail(status int, reason string) {
 	x.reason = reason
-	x.c.i.log.Debug("request failed", "method", x.method, "url", x.url, "dst", x.c.dst, "reason", reason)
+	x.c.i.log.Debug("request failed", "method", x.method, "url", x.c.i.policy.Redact(x.url), "dst", x.c.dst, "reason", reason)
 	writeMessage(x.w, status, "X-Airlock-Error", policy.ReasonCode(reason), "airlock: "+reason)
 }
 

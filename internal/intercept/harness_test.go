@@ -42,9 +42,12 @@ const waitLimit = 20 * time.Second
 // both sides, HTTP/1.1 upstream, the echo handler, and a policy that
 // allows apiHost and otherHost.
 type harnessConfig struct {
-	policy     policy.Config
-	opts       policy.Options
-	plain      bool         // the sandbox speaks plain HTTP, and so does upstream
+	policy policy.Config
+	opts   policy.Options
+	plain  bool // the sandbox speaks plain HTTP, and so does upstream
+	// tlsOnly keeps the secrets of a plain harness sent only over TLS;
+	// otherwise a plain harness gives every secret allow_plaintext.
+	tlsOnly    bool
 	upstreamH2 bool         // the upstream server offers HTTP/2
 	handler    http.Handler // nil: echo
 	names      []string     // pinned to dst; nil: apiHost and otherHost
@@ -158,6 +161,14 @@ func newHarness(t testing.TB, cfg harnessConfig) *harness {
 		}
 	}
 	pc.AllowedHosts = allowed
+	if cfg.plain && !cfg.tlsOnly && pc.Secrets != nil {
+		secrets := make(map[string]policy.Secret, len(pc.Secrets))
+		for k, v := range pc.Secrets {
+			v.AllowPlaintext = true
+			secrets[k] = v
+		}
+		pc.Secrets = secrets
+	}
 	pc.ExtraRootCAs = append(pc.ExtraRootCAs, upPEM)
 	h.policy, err = policy.New(pc, cfg.opts)
 	if err != nil {
@@ -250,13 +261,32 @@ func (h *harness) echo(w http.ResponseWriter, r *http.Request) {
 	h.completed.Add(1)
 	s := seen{Method: r.Method, URI: r.RequestURI, Host: r.Host, Proto: r.Proto, Header: r.Header, Body: string(body), Query: r.URL.Query().Get("key"), Path: r.URL.Path, Length: r.ContentLength}
 	s.User, s.Pass, _ = r.BasicAuth()
-	// The report goes back base64-encoded: the responses of a secret's
-	// host are scrubbed of its value, and the report must show the
-	// value that arrived.
+	// The report goes back hidden: the responses of a secret's host are
+	// scrubbed of its value in every form ordinary software writes it
+	// in, and the report must show the value that arrived.
 	b, _ := json.Marshal(s)
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Upstream-Proto", r.Proto)
-	_, _ = io.WriteString(w, base64.StdEncoding.EncodeToString(b))
+	_, _ = io.WriteString(w, hide(string(b)))
+}
+
+// hide encodes s as no scrubber recognises (XOR with a key, then
+// base64), so that an upstream can report a secret's value as it
+// arrived; unhide decodes it.
+func hide(s string) string {
+	b := []byte(s)
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func unhide(s string) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	return string(b), err
 }
 
 func (h *harness) scheme() string {
@@ -388,9 +418,9 @@ func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 func decodeSeen(t *testing.T, body []byte) seen {
 	t.Helper()
 	var s seen
-	b, err := base64.StdEncoding.DecodeString(string(body))
+	b, err := unhide(string(body))
 	if err == nil {
-		err = json.Unmarshal(b, &s)
+		err = json.Unmarshal([]byte(b), &s)
 	}
 	if err != nil {
 		t.Fatalf("upstream answer %q: %v", body, err)

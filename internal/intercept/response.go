@@ -43,6 +43,11 @@ func (i *Interceptor) modifyResponse(res *http.Response) error {
 		return nil
 	}
 
+	if scrub != nil {
+		if err := checkWhole(res); err != nil {
+			return err
+		}
+	}
 	hasBody := res.Body != http.NoBody
 	orig := res.Body
 	var body io.Reader = res.Body
@@ -158,12 +163,28 @@ func (x *exchange) scrubber() *policy.Scrubber {
 	return x.c.i.policy.ResponseScrubber(x.c.substituter(x.host))
 }
 
+// checkWhole refuses a response to be scrubbed that carries part of a
+// representation (206 Partial Content, or a Content-Range that names
+// bytes): a value cut into ranges is in no single response whole, so no
+// scrubber can recognise it, and the sandbox could put the pieces
+// together. Requests whose responses are scrubbed go without Range and
+// If-Range, so this is for servers that send a range anyway (from a
+// query parameter, say). A 416's "bytes */length" carries no content
+// and passes.
+func checkWhole(res *http.Response) error {
+	cr := res.Header.Get("Content-Range")
+	if res.StatusCode != http.StatusPartialContent && (cr == "" || strings.Contains(cr, "*/")) {
+		return nil
+	}
+	return &policy.BlockError{Reason: policy.ReasonSecretUnrewritable, Detail: fmt.Sprintf("a partial response (status %d, Content-Range %q) from a host whose responses are scrubbed of secret values: a value cut into ranges cannot be recognised, so only whole responses pass", res.StatusCode, cr)}
+}
+
 // decodedBody returns a response body to be scrubbed, decoded of its
 // Content-Encoding, since a value inside compressed data cannot be
 // found: gzip and deflate are decoded as they stream, and the sandbox
-// gets the body plain (without Content-Encoding). Any other coding, or
-// a compressed range (whose Content-Range counts encoded bytes), is
-// refused (secret_unrewritable). Requests whose responses are scrubbed
+// gets the body plain (without Content-Encoding). Any other coding is
+// refused (secret_unrewritable); a range never comes this far
+// (checkWhole). Requests whose responses are scrubbed
 // ask for no coding, so this is for servers that ignore that.
 func decodedBody(res *http.Response) (io.Reader, error) {
 	coding := strings.ToLower(strings.TrimSpace(strings.Join(res.Header.Values("Content-Encoding"), ",")))
@@ -172,9 +193,6 @@ func decodedBody(res *http.Response) (io.Reader, error) {
 	}
 	unrewritable := func(detail string) error {
 		return &policy.BlockError{Reason: policy.ReasonSecretUnrewritable, Detail: detail}
-	}
-	if res.StatusCode == http.StatusPartialContent {
-		return nil, unrewritable(fmt.Sprintf("a range of a response with Content-Encoding %q cannot be scanned for secret values", coding))
 	}
 	var r io.Reader
 	var err error

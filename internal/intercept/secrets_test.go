@@ -103,6 +103,41 @@ func TestSecretsSubstituted(t *testing.T) {
 	}
 }
 
+// TestSecretsPlaintextRefused: a secret is sent only inside TLS unless it
+// allows plain HTTP: its placeholder in a plain-HTTP request to its own
+// host, in a header, the URL or the body, blocks the request
+// (secret_plaintext) before anything goes upstream, and so does its
+// value; with allow_plaintext it is substituted (TestSecretsPlainHTTP).
+func TestSecretsPlaintextRefused(t *testing.T) {
+	h := newHarness(t, harnessConfig{policy: secretConfig(), plain: true, tlsOnly: true})
+	ph := h.placeholder()
+	for _, req := range []*http.Request{
+		newRequest(t, "GET", h.url("/"), nil),
+		newRequest(t, "GET", h.url("/?key="+ph), nil),
+		newRequest(t, "POST", h.url("/"), strings.NewReader(`{"key":"`+ph+`"}`)),
+		newRequest(t, "POST", h.url("/"), strings.NewReader(bigBody(ph))),
+		newRequest(t, "POST", h.url("/"), strings.NewReader("the value itself: "+secretValue)),
+	} {
+		if req.URL.RawQuery == "" && req.Body == nil {
+			req.Header.Set("Authorization", "Bearer "+ph)
+		}
+		resp, body := do(t, h.client(false), req)
+		ev := h.checkBlocked(resp, body, http.StatusForbidden, policy.ReasonSecretPlaintext)
+		if !strings.Contains(ev.Reason, "allow_plaintext") {
+			t.Errorf("reason %q does not say how to allow it", ev.Reason)
+		}
+	}
+	if n := h.completed.Load(); n != 0 {
+		t.Errorf("upstream got %d complete requests, want none", n)
+	}
+	// Without a placeholder, plain HTTP to the host passes.
+	resp, _ := do(t, h.client(false), newRequest(t, "GET", h.url("/"), nil))
+	if resp.StatusCode != 200 {
+		t.Errorf("plain request without a secret: %s", resp.Status)
+	}
+	h.event()
+}
+
 func TestSecretsPlainHTTP(t *testing.T) {
 	h := newHarness(t, harnessConfig{policy: secretConfig(), plain: true})
 	ph := h.placeholder()

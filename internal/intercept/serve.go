@@ -226,9 +226,10 @@ func (c *sandboxConn) scheme() string {
 	return "http"
 }
 
-// substituter returns the policy's Substituter for host, made once per
-// connection and host (the hosts of one connection are among its pinned
-// names, so there are few).
+// substituter returns the policy's Substituter for host, over TLS or
+// not as the connection is, made once per connection and host (the
+// hosts of one connection are among its pinned names, so there are
+// few).
 func (c *sandboxConn) substituter(host string) *policy.Substituter {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
@@ -238,7 +239,7 @@ func (c *sandboxConn) substituter(host string) *policy.Substituter {
 	if c.subs == nil {
 		c.subs = make(map[string]*policy.Substituter, 1)
 	}
-	s := c.i.policy.Substituter(host)
+	s := c.i.policy.SubstituterFor(host, c.tls)
 	c.subs[host] = s
 	return s
 }

@@ -154,7 +154,7 @@ func (c *wsConn) WriteTo(w io.Writer) (int64, error) {
 	_, n, err := c.toSandbox.Copy(w, c.up)
 	if err != nil {
 		if code, stop := upstreamFault(err); stop {
-			c.x.c.i.log.Debug("WebSocket frames from upstream refused", "url", c.x.url, "dst", c.x.c.dst, "err", err)
+			c.x.c.i.log.Debug("WebSocket frames from upstream refused", "url", c.x.c.i.policy.Redact(c.x.url), "dst", c.x.c.dst, "err", err)
 			c.stop(code, "airlock: the server's frames cannot be passed on")
 		}
 	}
@@ -235,7 +235,7 @@ func (c *wsConn) CloseWrite() error {
 // returns, and the event goes out, once the WebSocket is over), in one
 // more event otherwise.
 func (x *exchange) blockUpgraded(be *policy.BlockError) {
-	x.c.i.log.Debug("WebSocket blocked", "url", x.url, "dst", x.c.dst, "reason", be.Error())
+	x.c.i.log.Debug("WebSocket blocked", "url", x.c.i.policy.Redact(x.url), "dst", x.c.dst, "reason", be.Error())
 	if x.blocked.noteOpen(be) {
 		return
 	}

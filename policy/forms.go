@@ -1,0 +1,118 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// MinValueLen is the shortest secret value that is looked for in
+// requests to hosts it is not scoped to, and whose encoded forms are
+// scrubbed from responses. A shorter value ("1234", "admin") is too
+// likely to occur in ordinary data: looking for it would block
+// innocent requests. Its placeholder is still looked for, and the value
+// as it is still scrubbed from its hosts' responses.
+const MinValueLen = 8
+
+// A valueForm is one way a secret's value may be written by ordinary
+// software on its way out: as it is, percent-encoded in a URL or form,
+// escaped in a JSON string, in base64 (standard or URL-safe, at each of
+// the three positions a value can have inside a longer base64 text) or
+// in hex. These are the encodings that HTTP clients, JSON encoders,
+// Basic and bearer credentials, data URLs, and dumps apply without
+// anyone meaning to hide the value. A transformation chosen to hide it
+// (XOR with a key, a cipher, compression, reversal, splitting it among
+// requests) is unbounded, and no list can hold it: the forms catch the
+// value leaving by mistake or by a naive program, not one hidden on
+// purpose.
+type valueForm struct {
+	name string
+	// encode gives the text of v in this form, which must be found in
+	// any text that carries v in this form, whatever surrounds it.
+	encode func(v string) string
+}
+
+var valueForms = []valueForm{
+	{"as it is", func(v string) string { return v }},
+	{"percent-encoded", escapeURLValue},
+	{"percent-encoded", func(v string) string { return escapeURL(v, lowerHex) }},
+	{"percent-encoded", url.QueryEscape},
+	{"percent-encoded", url.PathEscape},
+	{"JSON-escaped", func(v string) string { return jsonEscape(v, true) }},
+	{"JSON-escaped", func(v string) string { return jsonEscape(v, false) }},
+	{"in base64", func(v string) string { return base64Core(base64.StdEncoding, v, 0) }},
+	{"in base64", func(v string) string { return base64Core(base64.StdEncoding, v, 1) }},
+	{"in base64", func(v string) string { return base64Core(base64.StdEncoding, v, 2) }},
+	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 0) }},
+	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 1) }},
+	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 2) }},
+	{"in hex", func(v string) string { return hex.EncodeToString([]byte(v)) }},
+	{"in hex", func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) }},
+}
+
+// jsonEscape is v as it appears inside a JSON string, without the
+// quotes: with or without the HTML escapes (\u003c for '<') that Go's
+// encoder adds by default.
+func jsonEscape(v string, html bool) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	_ = enc.Encode(v) // a string always encodes
+	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return string(out[1 : len(out)-1])
+}
+
+// base64Core returns the base64 characters that encode v and nothing
+// else when v sits at byte offset a (0, 1 or 2) of a 3-byte group of a
+// longer text: the characters whose 6 bits all come from v. Any base64
+// text that carries v at that offset holds them, whatever comes before
+// and after, with or without padding. (Characters at the edges mix bits
+// of v with bits of its neighbours, and are left out.)
+func base64Core(enc *base64.Encoding, v string, a int) string {
+	if v == "" {
+		return ""
+	}
+	buf := make([]byte, a+len(v)+2)
+	copy(buf[a:], v)
+	text := enc.EncodeToString(buf)
+	// Character k holds bits [6k, 6k+6); v has bits [8a, 8a+8len).
+	first := (8*a + 5) / 6
+	end := (8*a + 8*len(v)) / 6
+	if end <= first {
+		return ""
+	}
+	return text[first:end]
+}
+
+// formRules returns the rules that find value in each of its forms long
+// enough to look for (MinValueLen; the form as it is always, when
+// always is set), each replaced by the same form of placeholder, or, when
+// leak is set, each a leak of secret name. Forms that coincide are
+// given once.
+func formRules(name, value, placeholder string, leak, always bool) []rule {
+	var out []rule
+	seen := make(map[string]bool)
+	for i, f := range valueForms {
+		from := f.encode(value)
+		if seen[from] || from == "" {
+			continue
+		}
+		if i > 0 || !always {
+			if len(value) < MinValueLen || len(from) < MinValueLen {
+				continue
+			}
+		}
+		seen[from] = true
+		r := rule{from: []byte(from), form: f.name}
+		if leak {
+			r.leak = name
+		} else {
+			r.to = []byte(f.encode(placeholder))
+		}
+		out = append(out, r)
+	}
+	return out
+}
