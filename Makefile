@@ -62,6 +62,7 @@ fuzz:
 	$(call fuzz1,FuzzHostGlob,80000,./policy)
 	$(call fuzz1,FuzzRewrite,50000,./policy)
 	$(call fuzz1,FuzzScriptRewrite,30000,./policy)
+	$(call fuzz1,FuzzValueForms,80000,./policy)
 	$(call fuzz1,FuzzCut,150000,./internal/jsonblob)
 	$(call fuzz1,FuzzDecode,100000,./internal/strictjson)
 	$(call fuzz1,FuzzClassify,80000,./internal/netstack)

@@ -20,8 +20,9 @@ const MinValueLen = 8
 // A valueForm is one way a secret's value may be written by ordinary
 // software on its way out: as it is, percent-encoded in a URL or form,
 // escaped in a JSON string, in base64 (standard or URL-safe, at each of
-// the three positions a value can have inside a longer base64 text) or
-// in hex. These are the encodings that HTTP clients, JSON encoders,
+// the three positions a value can have inside a longer base64 text; and
+// standard base64 percent-encoded, as a query string carries it) or in
+// hex. These are the encodings that HTTP clients, JSON encoders,
 // Basic and bearer credentials, data URLs, and dumps apply without
 // anyone meaning to hide the value. A transformation chosen to hide it
 // (XOR with a key, a cipher, compression, reversal, splitting it among
@@ -49,6 +50,9 @@ var valueForms = []valueForm{
 	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 0) }},
 	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 1) }},
 	{"in URL-safe base64", func(v string) string { return base64Core(base64.URLEncoding, v, 2) }},
+	{"in base64, percent-encoded", func(v string) string { return escapeURLValue(base64Core(base64.StdEncoding, v, 0)) }},
+	{"in base64, percent-encoded", func(v string) string { return escapeURLValue(base64Core(base64.StdEncoding, v, 1)) }},
+	{"in base64, percent-encoded", func(v string) string { return escapeURLValue(base64Core(base64.StdEncoding, v, 2)) }},
 	{"in hex", func(v string) string { return hex.EncodeToString([]byte(v)) }},
 	{"in hex", func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) }},
 }

@@ -24,8 +24,12 @@ func checkFormsIn(t *testing.T, prefix, v, suffix string) {
 		if enc == base64.URLEncoding || enc == base64.RawURLEncoding {
 			alpha = base64.URLEncoding
 		}
-		if core := base64Core(alpha, v, a); !strings.Contains(text, core) {
+		core := base64Core(alpha, v, a)
+		if !strings.Contains(text, core) {
 			t.Fatalf("base64 of %q+%q+%q = %q does not hold the core %q (offset %d)", prefix, v, suffix, text, core, a)
+		}
+		if !strings.Contains(url.QueryEscape(text), escapeURLValue(core)) {
+			t.Fatalf("percent-encoded base64 %q does not hold %q", url.QueryEscape(text), escapeURLValue(core))
 		}
 	}
 	for _, f := range []func(string) string{escapeURLValue, url.QueryEscape, url.PathEscape, func(s string) string { return hex.EncodeToString([]byte(s)) }} {
@@ -88,6 +92,7 @@ func TestValueLeaksToOtherHosts(t *testing.T) {
 		"URL-safe base64":       base64.URLEncoding.EncodeToString([]byte(value)),
 		"base64 at offset 1":    base64.StdEncoding.EncodeToString([]byte("x" + value + "y")),
 		"base64 at offset 2":    base64.RawURLEncoding.EncodeToString([]byte("xy" + value)),
+		"base64 in a query":     url.QueryEscape(base64.StdEncoding.EncodeToString([]byte("xy" + value))),
 		"Basic credentials":     "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+value)),
 		"hex":                   hex.EncodeToString([]byte(value)),
 		"HEX":                   strings.ToUpper(hex.EncodeToString([]byte(value))),

@@ -290,6 +290,9 @@ func formPairs(value, placeholder string, leak bool) [][2]string {
 			encs = append(encs, func(v string) string { return b64(enc, v, a) })
 		}
 	}
+	for a := range 3 {
+		encs = append(encs, func(v string) string { return esc(b64(base64.StdEncoding, v, a), "0123456789ABCDEF") })
+	}
 	encs = append(encs,
 		func(v string) string { return hex.EncodeToString([]byte(v)) },
 		func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) })

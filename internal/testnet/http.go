@@ -179,6 +179,9 @@ func (w *World) siteHandler(s *site) http.Handler {
 	mux.HandleFunc("/discard", discard)
 	mux.HandleFunc("/ws", w.websocket)
 	mux.HandleFunc("/status/{code}", status)
+	mux.HandleFunc("/store/{key}", w.store(s))
+	mux.HandleFunc("/deflate", deflated)
+	mux.HandleFunc("/slow", w.slow)
 	mux.Handle(GitRepo+"/", w.gitHandler(s))
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		req := w.record(r, s.name)

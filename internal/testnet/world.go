@@ -44,6 +44,12 @@ import (
 //	                  it was sent, pings get pongs, a close is returned;
 //	                  each message is recorded (Request.Messages)
 //	/status/NNN       status NNN (200 to 599), body "status NNN\n"
+//	/store/KEY        a store: PUT or POST keeps the body, GET gives it
+//	                  back with Range support, or transformed (?offset=
+//	                  &len=, ?reverse=1, ?partial=A-B: see World.store)
+//	/deflate?raw=1    a body with Content-Encoding: deflate, zlib-wrapped,
+//	                  or bare with raw=1
+//	/slow             no response at all until the client goes
 //
 // and 404 for anything else. Every request to any HTTP server is recorded
 // (see Requests); every TCP connection and UDP datagram any server gets is
@@ -68,6 +74,8 @@ type World struct {
 	conns map[netip.AddrPort]int
 	reqs  []*Request
 	holds map[chan struct{}]bool
+	// stored is what /store keeps, by site name and key.
+	stored map[string][]byte
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -130,6 +138,7 @@ func newWorld() *World {
 		DNSAddr: DNSAddr,
 		conns:   make(map[netip.AddrPort]int),
 		holds:   make(map[chan struct{}]bool),
+		stored:  make(map[string][]byte),
 		closing: make(chan struct{}),
 		live:    make(map[net.Conn]bool),
 	}
