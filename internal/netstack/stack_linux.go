@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -387,8 +388,10 @@ func (st *Stack) refusal(names []string, dst netip.Addr, port uint16, ruleReason
 		}
 		if policy.ReasonCode(reason) == policy.ReasonPortNotAllowed {
 			// The most useful reason: the name is allowed, and the
-			// reason says how to open the port.
-			return reason
+			// reason says how to open the port, to HTTP and TLS; the
+			// connection has not spoken yet, so it may be another
+			// protocol, which needs an egress rule.
+			return fmt.Sprintf("%s; for a protocol other than HTTP and TLS, add an egress rule (--egress %s)", reason, net.JoinHostPort(n, strconv.Itoa(int(port))))
 		}
 		if first == "" {
 			first = reason

@@ -335,16 +335,21 @@ func TestRuntimePolicyUpdate(t *testing.T) {
 // TestEgressRuleTCPServerFirst proves that an egress rule lets a
 // protocol that is neither HTTP nor TLS through to a name's address,
 // including one where the server speaks first (the echo server's
-// banner), and that without the rule the same connection is refused.
+// banner), and that without the rule the same connection is refused
+// (the name is allowed, on ports 80 and 443: the refusal says how to
+// open the port, to HTTP and TLS or by an egress rule).
 func TestEgressRuleTCPServerFirst(t *testing.T) {
 	e := start(t)
 	sb := e.box(t, e.network(testnet.API))
 	tool(t, sb, "resolve api.example.com 4")
 	m := e.mark()
-	if out := tool(t, sb, "tcp 203.0.113.10 2222 ping"); out != "closed" && !strings.HasPrefix(out, "reset:") {
-		t.Errorf("without a rule: %q, want the connection closed", out)
+	if out := tool(t, sb, "tcp 203.0.113.10 2222 ping"); !strings.HasPrefix(out, "connect:") {
+		t.Errorf("without a rule: %q, want the connection refused", out)
 	}
-	e.blocked(t, m, api.NetTCP, policy.ReasonNoEgressRule, testnet.APIAddr, testnet.PortEcho)
+	ev := e.blocked(t, m, api.NetTCP, policy.ReasonPortNotAllowed, testnet.APIAddr, testnet.PortEcho)
+	if !strings.Contains(ev.Reason, "--egress api.example.com:2222") {
+		t.Errorf("reason %q does not name the egress rule that would allow it", ev.Reason)
+	}
 	e.unreached(t, "api.example.com:2222")
 
 	n := e.network(testnet.API)
@@ -359,7 +364,7 @@ func TestEgressRuleTCPServerFirst(t *testing.T) {
 	if n := e.w.Reached("203.0.113.10:2222"); n != 1 {
 		t.Errorf("the echo server got %d connections, want 1", n)
 	}
-	ev := e.since(t, m, "tcp to 203.0.113.10:2222", func(ev api.NetworkEvent) bool {
+	ev = e.since(t, m, "tcp to 203.0.113.10:2222", func(ev api.NetworkEvent) bool {
 		return ev.Kind == api.NetTCP && ev.IP == testnet.APIAddr && ev.Port == testnet.PortEcho
 	})
 	if ev.Blocked || ev.Host != testnet.API || ev.RequestBytes != 4 || ev.ResponseBytes != int64(len(testnet.EchoBanner)+4) {

@@ -67,11 +67,11 @@ func TestAttackRawIPToAllowedHost(t *testing.T) {
 	e.blocked(t, m, api.NetHTTP, policy.ReasonInvalidHost, testnet.APIAddr, 80)
 
 	m = e.mark()
-	if out := tool(t, sb, "tcp 203.0.113.10 2222 hello"); out != "closed" && !strings.HasPrefix(out, "reset:") {
-		t.Errorf("raw TCP to 203.0.113.10:2222: %q, want the connection closed without an answer", out)
+	if out := tool(t, sb, "tcp 203.0.113.10 2222 hello"); !strings.HasPrefix(out, "connect:") {
+		t.Errorf("raw TCP to 203.0.113.10:2222: %q, want the connection refused", out)
 	}
-	if ev := e.blocked(t, m, api.NetTCP, policy.ReasonNoEgressRule, testnet.APIAddr, testnet.PortEcho); ev.Host != testnet.API {
-		t.Errorf("no_egress_rule event names host %q, want %s (pinned)", ev.Host, testnet.API)
+	if ev := e.blocked(t, m, api.NetTCP, policy.ReasonPortNotAllowed, testnet.APIAddr, testnet.PortEcho); ev.Host != testnet.API {
+		t.Errorf("port_not_allowed event names host %q, want %s (pinned)", ev.Host, testnet.API)
 	}
 
 	// An allowed host's address that the sandbox never resolved.

@@ -37,6 +37,7 @@ var reasonCodes = []string{
 	policy.ReasonNoEgressRule,
 	policy.ReasonSecretLeak,
 	policy.ReasonSecretUnrewritable,
+	policy.ReasonSecretPlaintext,
 	policy.ReasonScriptBlocked,
 	policy.ReasonHookBlocked,
 	policy.ReasonPolicyError,
