@@ -122,7 +122,14 @@ type recorder struct {
 	bytes  int64 // body bytes written
 }
 
+// WriteHeader passes the status on, except a 100 Continue from
+// upstream: the server sends its own when the body is first read (the
+// expectation is not forwarded), and a second one would confuse the
+// sandbox's client.
 func (r *recorder) WriteHeader(code int) {
+	if code == http.StatusContinue {
+		return
+	}
 	if r.status == 0 && code >= 200 {
 		r.status = code
 	}

@@ -155,6 +155,11 @@ func New(cfg Config) (*Interceptor, error) {
 		BaseContext: func(l net.Listener) context.Context {
 			return l.(*connListener).ctx
 		},
+		ConnState: func(conn net.Conn, state http.ConnState) {
+			if h, ok := conn.(*holdConn); ok {
+				h.setState(state)
+			}
+		},
 	}
 	i.proxy = i.newProxy()
 	return i, nil

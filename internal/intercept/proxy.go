@@ -120,8 +120,11 @@ func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err err
 	}
 	reason := policy.ReasonUpstreamError + ": " + err.Error()
 	if r.Context().Err() != nil {
-		x.reason = reason // the sandbox went away: nobody to answer
-		return
+		// The sandbox went away: nobody to answer. Abort, rather than
+		// let the server make up an empty 200 should the connection
+		// still take one.
+		x.reason = reason
+		panic(http.ErrAbortHandler)
 	}
 	x.fail(http.StatusBadGateway, reason)
 }

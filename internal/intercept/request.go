@@ -213,7 +213,10 @@ var hopHeaders = []string{
 
 // cleanHeader removes from a request header what the interceptor sets
 // itself: Host, Content-Length and the hop-by-hop fields (the reverse
-// proxy puts back those a protocol upgrade needs).
+// proxy puts back those a protocol upgrade needs), and Expect: the
+// interceptor answers a 100-continue expectation itself, as it starts
+// to read the body, as most proxies do (forwarding it too would give the
+// sandbox a second 100 Continue, the upstream's).
 func cleanHeader(h http.Header) {
 	for _, f := range h["Connection"] {
 		for _, sf := range strings.Split(f, ",") {
@@ -227,4 +230,5 @@ func cleanHeader(h http.Header) {
 	}
 	delete(h, "Host")
 	delete(h, "Content-Length")
+	delete(h, "Expect")
 }

@@ -171,7 +171,7 @@ func (c *sandboxConn) serve(ctx context.Context, conn net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &connListener{
 		ctx:    context.WithValue(ctx, connKey{}, c),
-		conn:   conn,
+		conn:   newHoldConn(conn, c.raw.done),
 		raw:    c.raw,
 		closed: make(chan struct{}),
 	}
