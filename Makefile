@@ -69,6 +69,7 @@ fuzz:
 	$(call fuzz1,FuzzDNSQuery,80000,./internal/netstack,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzParseUpstream,80000,./internal/netstack,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzParseAuthority,80000,./internal/intercept)
+	$(call fuzz1,FuzzDeflate,20000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
 
 bench: build

@@ -1,9 +1,10 @@
 package intercept
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
-	"compress/zlib"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,6 +153,11 @@ func (b *downstreamBody) Read(p []byte) (int, error) {
 	if err == io.EOF && b.scrub != nil && len(b.res.Trailer) > 0 {
 		b.scrub.Header(b.res.Trailer)
 	}
+	var de *decodeError
+	if errors.As(err, &de) && b.x.reason == "" {
+		// The event says why the response was cut off.
+		b.x.reason = policy.ReasonUpstreamError + ": " + de.Error()
+	}
 	return n, err
 }
 
@@ -200,13 +206,42 @@ func decodedBody(res *http.Response) (io.Reader, error) {
 	case "gzip", "x-gzip":
 		r, err = gzip.NewReader(res.Body)
 	case "deflate":
-		r, err = zlib.NewReader(res.Body)
+		r, err = newDeflateReader(res.Body)
 	default:
 		return nil, unrewritable(fmt.Sprintf("a response with Content-Encoding %q cannot be scanned for secret values", coding))
+	}
+	if err == nil {
+		// Decode a first byte now: a body that is not what its coding
+		// says is a 502 with the reason, before any of it is sent.
+		br := bufio.NewReader(r)
+		if _, perr := br.Peek(1); perr != nil && perr != io.EOF {
+			err = perr
+		}
+		r = br
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decoding the response's %s body to scrub it: %w", coding, err)
 	}
 	res.Header.Del("Content-Encoding")
-	return r, nil
+	return &decodeErrors{r: r, coding: coding}, nil
+}
+
+// decodeErrors names the coding in an error of the decoder it wraps.
+type decodeErrors struct {
+	r      io.Reader
+	coding string
+}
+
+// decodeError is a failure to decode a response body.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+func (d *decodeErrors) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &decodeError{fmt.Errorf("decoding the response's %s body: %w", d.coding, err)}
+	}
+	return n, err
 }
