@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Config is a sandbox's network policy, as the "network" object of the
@@ -62,6 +64,30 @@ type Config struct {
 	// ExtraRootCAs are paths of PEM files with certificates trusted, in
 	// addition to the host's roots, to verify upstream TLS servers.
 	ExtraRootCAs []string `json:"extra_root_cas,omitempty"`
+	// ResponseHeaderTimeoutSeconds bounds how long an upstream server
+	// may take, once a request is sent, to begin its response (its
+	// header; a body may then stream for as long as it lasts). The
+	// sandbox then gets 504 Gateway Timeout. 0 means
+	// DefaultResponseHeaderTimeout; at most MaxResponseHeaderTimeout.
+	ResponseHeaderTimeoutSeconds float64 `json:"response_header_timeout_seconds,omitempty"`
+}
+
+// Bounds of ResponseHeaderTimeoutSeconds. The default leaves room for
+// the slowest ordinary APIs (a language model's long completion, sent
+// whole, can take minutes before its first byte), and still frees what
+// a server that never answers holds.
+const (
+	DefaultResponseHeaderTimeout = 5 * time.Minute
+	MaxResponseHeaderTimeout     = 24 * time.Hour
+)
+
+// ResponseHeaderTimeout returns ResponseHeaderTimeoutSeconds as a
+// duration, DefaultResponseHeaderTimeout when it is 0.
+func (c Config) ResponseHeaderTimeout() time.Duration {
+	if c.ResponseHeaderTimeoutSeconds == 0 {
+		return DefaultResponseHeaderTimeout
+	}
+	return time.Duration(c.ResponseHeaderTimeoutSeconds * float64(time.Second))
 }
 
 // EgressRule allows non-HTTP, non-TLS flows to a destination.
@@ -231,6 +257,9 @@ func compileConfig(c *Config) (*compiled, error) {
 			continue
 		}
 		cc.dnsServers = append(cc.dnsServers, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+	}
+	if t := c.ResponseHeaderTimeoutSeconds; t < 0 || t > MaxResponseHeaderTimeout.Seconds() || math.IsNaN(t) || t > 0 && t < 0.001 {
+		pr.add("response_header_timeout_seconds", "%v is not a number of seconds from 0.001 to %d (0 means the default, %d)", t, int(MaxResponseHeaderTimeout.Seconds()), int(DefaultResponseHeaderTimeout.Seconds()))
 	}
 	for i, s := range c.ExtraRootCAs {
 		f := fmt.Sprintf("extra_root_cas[%d]", i)

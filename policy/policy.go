@@ -90,6 +90,8 @@ type Policy struct {
 	dnsServers     []netip.AddrPort
 	rootCAs        []*x509.Certificate
 
+	responseHeaderTimeout time.Duration
+
 	onRequest   OnRequest
 	onResponse  OnResponse
 	hookTimeout time.Duration
@@ -110,14 +112,15 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{
-		addrs:          newAddrPolicy(cfg.BlocksPrivateIPs(), opts.HostAddrs, cc.lifts),
-		egress:         cc.egress,
-		scrubResponses: cfg.ScrubResponses,
-		dnsServers:     cc.dnsServers,
-		onRequest:      opts.OnRequest,
-		onResponse:     opts.OnResponse,
-		hookTimeout:    cmp.Or(opts.HookTimeout, DefaultHookTimeout),
-		maxHookBody:    cmp.Or(opts.MaxHookBody, DefaultMaxHookBody),
+		addrs:                 newAddrPolicy(cfg.BlocksPrivateIPs(), opts.HostAddrs, cc.lifts),
+		egress:                cc.egress,
+		scrubResponses:        cfg.ScrubResponses,
+		dnsServers:            cc.dnsServers,
+		responseHeaderTimeout: cfg.ResponseHeaderTimeout(),
+		onRequest:             opts.OnRequest,
+		onResponse:            opts.OnResponse,
+		hookTimeout:           cmp.Or(opts.HookTimeout, DefaultHookTimeout),
+		maxHookBody:           cmp.Or(opts.MaxHookBody, DefaultMaxHookBody),
 	}
 	p.hosts.Store(&hostLists{allowed: cc.allowed, denied: cc.denied})
 	for _, path := range cfg.ExtraRootCAs {
@@ -566,6 +569,10 @@ func (p *Policy) ResponseScrubber(sub *Substituter) *Scrubber {
 // response is scrubbed of every secret's value, not only of the values
 // sent to its host.
 func (p *Policy) ScrubsResponses() bool { return p.scrubResponses }
+
+// ResponseHeaderTimeout returns how long an upstream server may take to
+// begin its response (response_header_timeout_seconds).
+func (p *Policy) ResponseHeaderTimeout() time.Duration { return p.responseHeaderTimeout }
 
 // DNSServers returns the configured upstream resolvers; empty means the
 // host's.

@@ -153,3 +153,22 @@ func TestRuntimeHostPorts(t *testing.T) {
 		t.Error("AllowHost(api.example.com:x) = nil")
 	}
 }
+
+func TestResponseHeaderTimeoutConfig(t *testing.T) {
+	if d := (Config{}).ResponseHeaderTimeout(); d != DefaultResponseHeaderTimeout {
+		t.Errorf("default %v", d)
+	}
+	p := newPolicy(t, Config{ResponseHeaderTimeoutSeconds: 1.5}, Options{})
+	if d := p.ResponseHeaderTimeout(); d.Milliseconds() != 1500 {
+		t.Errorf("1.5 s gave %v", d)
+	}
+	for _, bad := range []float64{-1, 0.0001, 1e9} {
+		err := (&Config{ResponseHeaderTimeoutSeconds: bad}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "response_header_timeout_seconds") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	if _, err := DecodeConfig([]byte(`{"response_header_timeout_seconds": 30}`)); err != nil {
+		t.Error(err)
+	}
+}

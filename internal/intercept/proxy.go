@@ -3,8 +3,10 @@ package intercept
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
@@ -107,7 +109,8 @@ func (roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // proxyError answers a request that could not be forwarded: 403 when
 // the policy blocked it (a leak found mid-body, a hook, a refused dial),
-// 502 when the upstream failed, nothing when the sandbox is gone.
+// 504 when the upstream did not answer in time, 502 when it failed
+// otherwise, nothing when the sandbox is gone.
 func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r.Context())
 	if be := x.blocked.Load(); be != nil {
@@ -125,6 +128,12 @@ func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err err
 		// still take one.
 		x.reason = reason
 		panic(http.ErrAbortHandler)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		x.fail(http.StatusGatewayTimeout, fmt.Sprintf("%s: timeout: the upstream did not answer in time (a response header within %s, response_header_timeout_seconds; a connection within %s): %v",
+			policy.ReasonUpstreamError, x.c.i.policy.ResponseHeaderTimeout(), dialTimeout, err))
+		return
 	}
 	x.fail(http.StatusBadGateway, reason)
 }

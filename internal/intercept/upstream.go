@@ -72,6 +72,7 @@ func (i *Interceptor) transportFor(c *sandboxConn) *http.Transport {
 			return i.dial(ctx, dst, names)
 		},
 		TLSHandshakeTimeout:    upstreamTLSTimeout,
+		ResponseHeaderTimeout:  i.policy.ResponseHeaderTimeout(),
 		ForceAttemptHTTP2:      true,
 		DisableCompression:     true, // Accept-Encoding passes as the sandbox sent it
 		MaxIdleConnsPerHost:    maxIdlePerHost,

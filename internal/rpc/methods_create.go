@@ -115,7 +115,7 @@ func article(kind string) string {
 }
 
 // networkFields lists what the network object takes, for error messages.
-const networkFields = "allowed_hosts, denied_hosts, block_private_ips, allowed_cidrs, egress, secrets, scrub_responses, policy_script, dns_servers, extra_root_cas"
+const networkFields = "allowed_hosts, denied_hosts, block_private_ips, allowed_cidrs, egress, secrets, scrub_responses, policy_script, dns_servers, extra_root_cas, response_header_timeout_seconds"
 
 // decodeNetwork decodes the network policy of create strictly: nil for
 // absent or null (no network at all). No message quotes a secret's
