@@ -48,6 +48,7 @@ type Stack struct {
 	pins   *PinSet
 	dns    *dnsServer
 	events *emitter
+	limits *limits
 	ctx    context.Context
 	cancel context.CancelFunc
 	// slots bounds the TCP connections and UDP flows forwarded at once.
@@ -127,11 +128,12 @@ func Start(ctx context.Context, linkFD int, cfg Config) (*Stack, error) {
 		dnsTCP: make(chan struct{}, maxDNSTCPConns),
 		open:   make(map[io.Closer]struct{}),
 	}
+	st.limits = newLimits(st.emit)
 	st.dns = newDNSServer(cfg.Policy, st.pins, st.emit, cfg.Logger)
 	st.dns.resolved = cfg.OnResolved
 
 	tcpFwd := tcp.NewForwarder(s, 0, maxTCPInFlight, st.handleTCP)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, st.forwardTCP(tcpFwd))
 	udpFwd := udp.NewForwarder(s, st.handleUDP)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
 
@@ -247,6 +249,7 @@ func (st *Stack) Close() error {
 		st.wg.Wait()
 		st.s.Close()
 		st.s.Wait()
+		st.limits.stop()
 		st.events.close()
 	})
 	return nil
@@ -403,6 +406,26 @@ func (st *Stack) refusal(names []string, dst netip.Addr, port uint16, ruleReason
 	return ruleReason
 }
 
+// forwardTCP hands the sandbox's TCP segments to the forwarder, and
+// reports a connection attempt that the forwarder drops because
+// maxTCPInFlight handshakes are being decided already (the sandbox's
+// client retries it, silently otherwise).
+func (st *Stack) forwardTCP(fwd *tcp.Forwarder) func(stack.TransportEndpointID, *stack.PacketBuffer) bool {
+	drops := st.s.Stats().TCP.ForwardMaxInFlightDrop
+	return func(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
+		before := drops.Value()
+		handled := fwd.HandlePacket(id, pkt)
+		if drops.Value() != before {
+			dst := toNetip(id.LocalAddress)
+			st.limits.report(limitTCPHandshake, Event{
+				Kind: EventConnect, Host: firstName(st.pins.Names(dst)), IP: dst.String(), Port: id.LocalPort, Proto: "tcp",
+				Reason: fmt.Sprintf("%s: too many connections being opened at once (%d): the connection attempt was dropped", policy.ReasonLimit, maxTCPInFlight),
+			})
+		}
+		return handled
+	}
+}
+
 func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if !st.enter() {
 		r.Complete(true)
@@ -423,8 +446,8 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	if !st.trySlot() {
 		r.Complete(true)
-		ev.Blocked, ev.Reason = true, fmt.Sprintf("%s: too many connections (%d)", policy.ReasonLimit, st.cfg.MaxConns)
-		st.emit(ev)
+		ev.Reason = fmt.Sprintf("%s: too many connections and flows open at once (%d)", policy.ReasonLimit, st.cfg.MaxConns)
+		st.limits.report(limitTCPConns, ev)
 		return
 	}
 	defer st.releaseSlot()
@@ -451,8 +474,8 @@ func (st *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		if up != nil {
 			up.Close()
 		}
-		ev.Blocked, ev.Reason = true, policy.ReasonLimit+": the sandbox side of the connection: "+terr.String()
-		st.emit(ev)
+		ev.Reason = policy.ReasonLimit + ": the sandbox side of the connection: " + terr.String()
+		st.limits.report(limitEndpoint, ev)
 		return
 	}
 	r.Complete(false)
@@ -574,8 +597,8 @@ func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 		return true // dropped, silently for the sandbox
 	}
 	if !st.trySlot() {
-		ev.Blocked, ev.Reason = true, fmt.Sprintf("%s: too many flows (%d)", policy.ReasonLimit, st.cfg.MaxConns)
-		st.emit(ev)
+		ev.Reason = fmt.Sprintf("%s: too many connections and flows open at once (%d)", policy.ReasonLimit, st.cfg.MaxConns)
+		st.limits.report(limitUDPFlows, ev)
 		return true
 	}
 	if !st.enter() {
@@ -587,8 +610,8 @@ func (st *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 	if terr != nil {
 		st.releaseSlot()
 		st.wg.Done()
-		ev.Blocked, ev.Reason = true, policy.ReasonLimit+": the sandbox side of the connection: "+terr.String()
-		st.emit(ev)
+		ev.Reason = policy.ReasonLimit + ": the sandbox side of the connection: " + terr.String()
+		st.limits.report(limitEndpoint, ev)
 		return true
 	}
 	conn := gonet.NewUDPConn(&wq, uep)
@@ -662,7 +685,11 @@ func (st *Stack) serveDNSUDP(uc *gonet.UDPConn) {
 			}
 			return
 		}
-		if n > maxDNSQuery || !st.dns.tryAcquire() {
+		if n > maxDNSQuery {
+			continue
+		}
+		if !st.dns.tryAcquire() {
+			st.dnsLimit(limitDNSQuestions, "udp", fmt.Sprintf("too many DNS questions being resolved at once (%d): the question was dropped", maxDNSInFlight))
 			continue
 		}
 		if !st.enter() {
@@ -691,6 +718,7 @@ func (st *Stack) serveDNSTCP(ln *gonet.TCPListener) {
 		case st.dnsTCP <- struct{}{}:
 		default:
 			c.Close()
+			st.dnsLimit(limitDNSTCPConns, "tcp", fmt.Sprintf("too many DNS-over-TCP connections at once (%d): the connection was closed", maxDNSTCPConns))
 			continue
 		}
 		if !st.enter() || !st.track(c) {
@@ -716,6 +744,7 @@ func (st *Stack) serveDNSConn(c net.Conn) {
 			return
 		}
 		if !st.dns.tryAcquire() {
+			st.dnsLimit(limitDNSQuestions, "tcp", fmt.Sprintf("too many DNS questions being resolved at once (%d): the connection was closed", maxDNSInFlight))
 			return
 		}
 		resp := st.dns.answer(st.ctx, query, "tcp")
@@ -729,4 +758,9 @@ func (st *Stack) serveDNSConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// dnsLimit reports a DNS question or connection refused by a cap.
+func (st *Stack) dnsLimit(kind limitKind, proto, why string) {
+	st.limits.report(kind, Event{Kind: EventDNS, IP: st.cfg.GatewayV4.String(), Port: 53, Proto: proto, Reason: policy.ReasonLimit + ": " + why})
 }
