@@ -2,10 +2,12 @@ package policy
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -119,4 +121,57 @@ func formRules(name, value, placeholder string, leak, always bool) []rule {
 		out = append(out, r)
 	}
 	return out
+}
+
+// nameForms are the forms in which a value can sit in a DNS name, which
+// is case-blind and made of letters, digits and '-' (with dots between
+// labels, which are left out before the comparison): the value itself,
+// lower-cased (when it is made of those characters), hex and base32
+// (at each of the five offsets a value can have in a longer base32
+// text), the encodings that carry data in DNS names. Each is lower
+// case; a form shorter than MinValueLen is left out.
+func nameForms(v string) []string {
+	if len(v) < MinValueLen {
+		return nil
+	}
+	var out []string
+	add := func(f string) {
+		if f = strings.ToLower(f); len(f) >= MinValueLen && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if isNameText(v) {
+		add(v)
+	}
+	add(hex.EncodeToString([]byte(v)))
+	for a := range 5 {
+		add(base32Core(v, a))
+	}
+	return out
+}
+
+// isNameText reports whether s is made of the characters a DNS label
+// holds.
+func isNameText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// base32Core is base64Core for base32 (RFC 4648), whose characters
+// carry 5 bits and whose groups are 5 bytes: a is 0 to 4.
+func base32Core(v string, a int) string {
+	buf := make([]byte, a+len(v)+4)
+	copy(buf[a:], v)
+	text := base32.StdEncoding.EncodeToString(buf)
+	first := (8*a + 4) / 5
+	end := (8*a + 8*len(v)) / 5
+	if end <= first {
+		return ""
+	}
+	return text[first:end]
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,9 @@ func checkFormsIn(t *testing.T, prefix, v, suffix string) {
 		if !strings.Contains(url.QueryEscape(text), escapeURLValue(core)) {
 			t.Fatalf("percent-encoded base64 %q does not hold %q", url.QueryEscape(text), escapeURLValue(core))
 		}
+	}
+	if text, core := base32.StdEncoding.EncodeToString([]byte(whole)), base32Core(v, len(prefix)%5); !strings.Contains(text, core) {
+		t.Fatalf("base32 of %q+%q+%q = %q does not hold the core %q", prefix, v, suffix, text, core)
 	}
 	for _, f := range []func(string) string{escapeURLValue, url.QueryEscape, url.PathEscape, func(s string) string { return hex.EncodeToString([]byte(s)) }} {
 		if !strings.Contains(f(whole), f(v)) {
@@ -189,6 +193,55 @@ func TestScrubValueForms(t *testing.T) {
 		dec, _ := base64.StdEncoding.DecodeString(out)
 		if strings.Contains(out, base64Core(base64.StdEncoding, value, len(a))) || bytes.Contains(dec, []byte(value)) {
 			t.Errorf("base64 at offset %d: %q still carries the value", len(a), out)
+		}
+	}
+}
+
+// TestNameLeaks: a host name that carries a secret's value (as it is,
+// in hex or in base32, in any case, across labels) is refused with
+// secret_leak for DNS, TLS and HTTP alike, unless the secret is scoped
+// to that name; a short value is not looked for.
+func TestNameLeaks(t *testing.T) {
+	const value = "Sk-Live-0123456789abcdef"
+	p := newPolicy(t, Config{
+		AllowedHosts: []string{"*.example.com", "*.example.org"},
+		Egress:       []EgressRule{{Destination: "*.example.net", Ports: []uint16{22}}},
+		Secrets: map[string]Secret{
+			"KEY":   {Value: value, Hosts: []string{"*.example.org"}},
+			"SHORT": {Value: "abc", Hosts: []string{"api.example.org"}},
+		},
+	}, Options{})
+	h := hex.EncodeToString([]byte(value))
+	b32 := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte("xy" + value)))
+	for _, name := range []string{
+		"sk-live-0123456789abcdef.example.com",
+		"SK-LIVE-0123456789ABCDEF.x.example.com",
+		h + ".example.com",
+		h[:20] + "." + h[20:] + ".example.com",
+		strings.ToUpper(h[:30]) + "." + h[30:] + ".example.com",
+		b32[:40] + "." + b32[40:] + ".example.com",
+		h + ".example.net", // an egress rule's name
+	} {
+		checks := []func() (bool, string){
+			func() (bool, string) { return p.NameResolvable(name) },
+			func() (bool, string) { return p.HostPortDecision(name, 443) },
+		}
+		if strings.HasSuffix(name, ".net") {
+			checks = checks[:1]
+		}
+		for _, f := range checks {
+			ok, reason := f()
+			if ok || ReasonCode(reason) != ReasonSecretLeak {
+				t.Errorf("%s: %v, %q; want secret_leak", name, ok, reason)
+			}
+			if strings.Contains(strings.ToLower(reason), strings.ToLower(value)) || strings.Contains(reason, h) {
+				t.Errorf("the reason carries the value: %q", reason)
+			}
+		}
+	}
+	for _, name := range []string{h + ".example.org", "api.example.com", "abc.example.com", "616263.example.com", "sk-live-0123456789abcde.example.com"} {
+		if ok, reason := p.NameResolvable(name); !ok {
+			t.Errorf("%s: refused: %s", name, reason)
 		}
 	}
 }

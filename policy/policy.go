@@ -135,7 +135,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.secrets = append(p.secrets, secret{secretSpec: s, placeholder: ph})
+		p.secrets = append(p.secrets, secret{secretSpec: s, placeholder: ph, names: nameForms(s.value)})
 	}
 	var scrub, redact []rule
 	for _, s := range p.secrets {
@@ -238,6 +238,9 @@ func (p *Policy) hostDecision(name string, port uint16) (bool, string) {
 	if _, ok := hl.allowed.match(n); !ok {
 		return false, ReasonHostNotAllowed + ": " + n
 	}
+	if why := nameLeak(p.secrets, n); why != "" {
+		return false, why
+	}
 	if port != 0 {
 		if _, ok := hl.allowed.matchPort(n, port); !ok {
 			return false, portRefusal(n, port, hl.allowed.ports(n))
@@ -298,6 +301,9 @@ func (p *Policy) NameResolvable(name string) (bool, string) {
 	n, _ := normalizeName(name)
 	for _, r := range p.egress {
 		if r.host != nil && r.host.match(n) {
+			if why := nameLeak(p.secrets, n); why != "" {
+				return false, why
+			}
 			return p.scriptAllows(n)
 		}
 	}

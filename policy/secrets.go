@@ -22,6 +22,38 @@ const PlaceholderPrefix = "AIRLOCK_SECRET_"
 type secret struct {
 	secretSpec
 	placeholder string
+	// names are the forms of the value that a DNS name can carry
+	// (nameForms).
+	names []string
+}
+
+// nameLeak returns why a normalised host name that the secrets are not
+// scoped to is refused because it carries one's value (a DNS question
+// for such a name takes the value to the zone's servers, and a request
+// to it, in its SNI and Host), or "" when it carries none.
+func nameLeak(secrets []secret, name string) string {
+	compact := strings.ReplaceAll(name, ".", "")
+	for i := range secrets {
+		s := &secrets[i]
+		if len(s.names) == 0 || s.inScope(name, true) {
+			continue
+		}
+		for _, f := range s.names {
+			if strings.Contains(compact, f) {
+				return fmt.Sprintf("%s: the name %s holds the value of secret %s, which would go to the servers of its domain", ReasonSecretLeak, redactName(name, f), s.name)
+			}
+		}
+	}
+	return ""
+}
+
+// redactName replaces a value's form in a name, for the reason that
+// names it.
+func redactName(name, form string) string {
+	if i := strings.Index(name, form); i >= 0 {
+		return name[:i] + "<value>" + name[i+len(form):]
+	}
+	return "(the name, with the value in it)"
 }
 
 func makePlaceholder(name string) (string, error) {
