@@ -33,10 +33,14 @@
 //     it is no longer than policy.MaxHookBody (a longer one streams and
 //     hooks see none). They may change it or block it (403).
 //   - Secrets: then placeholders are replaced for the request's host
-//     (policy.Substituter) in the URL, every header value and the body.
-//     A placeholder of a secret not scoped to the host blocks the request
-//     (403, secret_leak); so does a compressed body or one past
-//     Config.MaxBody (secret_unrewritable) when the policy has secrets.
+//     (policy.SubstituterFor, over TLS or not) in the URL, every header
+//     value and the body. A placeholder of a secret not scoped to the
+//     host blocks the request (403, secret_leak), and so does such a
+//     secret's value in the forms ordinary software writes it in; a
+//     placeholder of a secret scoped to the host in a plain-HTTP request
+//     blocks it too (secret_plaintext) unless the secret allows plain
+//     HTTP; so does a compressed body or one past Config.MaxBody
+//     (secret_unrewritable) when the policy has secrets.
 //     Bodies stream through the substitution: a short body of declared
 //     length is read whole (so it keeps its Content-Length and a leak in
 //     it stops the request before anything is sent); a longer one is sent
@@ -60,8 +64,12 @@
 //     host always, as they went out (policy.ResponseScrubber), and every
 //     secret's value when the policy scrubs responses; interim (1xx)
 //     responses, which pass before the final one, are scrubbed alike.
-//     Such a response is asked for, and passed on, without content
-//     coding (gzip and deflate are decoded; another coding is refused).
+//     Such a response is asked for, and passed on, whole and without
+//     content coding: Range and If-Range are dropped from its request
+//     (a value read back in ranges would come in pieces no scrubber can
+//     recognise) and a partial response is refused (secret_unrewritable);
+//     gzip and deflate (zlib-wrapped or bare) are decoded, another coding
+//     is refused.
 //     Response hooks
 //     (policy.FilterResponse) see the scrubbed response, its body when it
 //     is short enough, and may change it or block it (403).
@@ -99,6 +107,17 @@
 // one more event of kind "http" for the same URL, status 101, says it
 // (blocked, with the reason). A TLS handshake refused before any request
 // yields one of kind "tcp".
+//
+// # At the edges of HTTP
+//
+// The interceptor behaves as a proxy does: a client that half-closes
+// its connection once its request is sent still gets the response (the
+// EOF is held while the request is served); Expect: 100-continue is
+// answered once, by the interceptor as it starts to read the body, and
+// not forwarded; an upstream that sends no response header within the
+// policy's response header timeout gets the sandbox a 504 (upstream_error,
+// saying timeout); a sandbox that went away gets nothing, never a
+// made-up response.
 //
 // # Bounds
 //

@@ -21,14 +21,16 @@
 //     get an empty answer without any upstream query, so DNS cannot carry
 //     data to or from names that are not allowed.
 //   - TCP: each new connection is matched by destination address to the names
-//     pinned for it. When one of those names is an allowed host (and the
-//     address is allowed), the connection is accepted and its first bytes
-//     are sniffed, on any port: a TLS ClientHello goes to
+//     pinned for it. When one of those names is an allowed host on the
+//     connection's port (policy.HostPortAllowed: ports 80 and 443, or the
+//     port a pattern names) and the address is allowed, the connection is
+//     accepted and its first bytes are sniffed: a TLS ClientHello goes to
 //     Config.Interceptor's ServeTLS, an HTTP request to its ServeHTTP, and
-//     the interceptor checks every SNI and Host against the pinned names.
-//     Anything else passes only when policy.FlowAllowed("tcp", names, ip,
-//     port) accepts it (an egress rule); otherwise it is reset, with a "tcp"
-//     event. A flow that an egress rule allows is dialled first, and bytes
+//     the interceptor checks every SNI and Host against the pinned names
+//     and the port. Anything else passes only when policy.FlowAllowed("tcp",
+//     names, ip, port) accepts it (an egress rule); otherwise it is reset,
+//     with a "tcp" event (port_not_allowed, with how to open the port, when
+//     a pinned name is allowed on other ports). A flow that an egress rule allows is dialled first, and bytes
 //     that upstream sends before the sandbox speaks (a server-first protocol)
 //     send it straight to forwarding. Upstream is always dialled at the
 //     destination address (never a second resolution) with a dialer whose
@@ -40,7 +42,10 @@
 //   - The gateway's own address answers DNS only: every other port is
 //     refused.
 //
-// Everything is bounded: connections and UDP flows in flight, DNS message
-// sizes and concurrent queries, the pin set, and the event queue (events
-// that cannot be queued are dropped and counted, never blocking the stack).
+// Everything is bounded: connections and UDP flows in flight, TCP
+// handshakes being decided, DNS message sizes, concurrent queries and
+// DNS-over-TCP connections, the pin set, and the event queue (events
+// that cannot be queued are dropped and counted, never blocking the
+// stack). A refusal by one of the caps is a "limit" event, at most one a
+// second per cap, with a count of the refusals in between.
 package netstack
