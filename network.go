@@ -157,7 +157,9 @@ func (s *Sandbox) Env() map[string]string {
 	return env
 }
 
-// AllowHost adds a pattern to the allowed hosts of a running sandbox.
+// AllowHost adds a pattern to the allowed hosts of a running sandbox:
+// "api.example.com", "*.example.com" or "*" open ports 80 and 443, and
+// "api.example.com:8443" that port alone.
 func (s *Sandbox) AllowHost(pattern string) error {
 	if s.net == nil {
 		return ErrNoNetwork

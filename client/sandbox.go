@@ -247,9 +247,11 @@ func (s *Sandbox) Hosts(ctx context.Context) (allowed, denied []string, err erro
 	return r.AllowedHosts, r.DeniedHosts, nil
 }
 
-// AllowHost adds a pattern ("api.example.com", "*.example.com" or "*") to
-// the allowed hosts of the running sandbox, and removes it from the denied
-// hosts if it is there exactly; a broader denied pattern still wins. An
+// AllowHost adds a pattern ("api.example.com", "*.example.com" or "*",
+// for ports 80 and 443; with ":PORT", as in "api.example.com:8443", for
+// that port alone) to the allowed hosts of the running sandbox, and
+// removes it from the denied hosts if it is there exactly; a broader
+// denied pattern still wins. An
 // invalid pattern is an error matching ErrInvalidParams; a sandbox created
 // without a network, ErrUnsupported.
 func (s *Sandbox) AllowHost(ctx context.Context, pattern string) error {
