@@ -245,3 +245,18 @@ func TestNameLeaks(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactName(t *testing.T) {
+	const value = "Sk-Live-0123456789abcdef"
+	p := newPolicy(t, Config{AllowedHosts: []string{"*"}, Secrets: map[string]Secret{"KEY": {Value: value, Hosts: []string{"api.example.com"}}}}, Options{})
+	h := hex.EncodeToString([]byte(value))
+	for _, name := range []string{"SK-LIVE-0123456789ABCDEF.example.com", h[:10] + "." + h[10:] + ".example.com"} {
+		got := p.RedactName(name)
+		if strings.Contains(strings.ToLower(got), strings.ToLower(value)) || strings.Contains(got, h[:16]) || !strings.Contains(got, "secret KEY") {
+			t.Errorf("RedactName(%q) = %q", name, got)
+		}
+	}
+	if got := p.RedactName("api.example.com"); got != "api.example.com" {
+		t.Errorf("RedactName(api.example.com) = %q", got)
+	}
+}

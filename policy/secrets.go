@@ -47,6 +47,27 @@ func nameLeak(secrets []secret, name string) string {
 	return ""
 }
 
+// RedactName returns name as it is, or, when it carries a secret's
+// value in a form that a DNS name can carry (nameForms: as it is, in hex
+// or in base32, in any case, across labels), a description that does
+// not: for the host of an event or a log line about a name the sandbox
+// chose.
+func (p *Policy) RedactName(name string) string {
+	if len(p.secrets) == 0 || len(name) < MinValueLen {
+		return name
+	}
+	compact := strings.ToLower(strings.ReplaceAll(name, ".", ""))
+	for i := range p.secrets {
+		s := &p.secrets[i]
+		for _, f := range s.names {
+			if strings.Contains(compact, f) {
+				return "(a name that carries the value of secret " + s.name + ")"
+			}
+		}
+	}
+	return name
+}
+
 // redactName replaces a value's form in a name, for the reason that
 // names it.
 func redactName(name, form string) string {

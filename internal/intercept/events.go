@@ -27,7 +27,7 @@ func (x *exchange) event() api.NetworkEvent {
 		Kind:       api.NetHTTP,
 		Method:     x.method,
 		URL:        x.c.i.policy.Redact(x.url),
-		Host:       x.host,
+		Host:       x.c.i.policy.RedactName(x.host),
 		IP:         x.c.dst.Addr().String(),
 		Port:       x.c.dst.Port(),
 		Proto:      "tcp",

@@ -132,7 +132,7 @@ func (i *Interceptor) checkHello(hello *tls.ClientHelloInfo) (*tls.Config, error
 		c.refusal = reason
 		i.emit(api.NetworkEvent{
 			Kind:       api.NetTCP,
-			Host:       hello.ServerName,
+			Host:       i.policy.RedactName(hello.ServerName),
 			IP:         c.dst.Addr().String(),
 			Port:       c.dst.Port(),
 			Proto:      "tcp",

