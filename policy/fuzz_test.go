@@ -48,7 +48,19 @@ func FuzzHostGlob(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
+	f.Add("api.example.com:8443", "api.example.com")
+	f.Add("*:08080", "a.b")
 	f.Fuzz(func(t *testing.T, pattern, name string) {
+		// An allowed_hosts pattern, with or without a port, normalises
+		// to a text that compiles to itself, and names a real port.
+		if g, err := compileHostPort(pattern); err == nil {
+			if g2, err := compileHostPort(g.text); err != nil || g2 != g {
+				t.Fatalf("allowed pattern %q normalises to %q, which compiles to %+v, %v", pattern, g.text, g2, err)
+			}
+			if strings.Contains(g.text, ":") != (g.port != 0) {
+				t.Fatalf("allowed pattern %q: text %q, port %d", pattern, g.text, g.port)
+			}
+		}
 		got := MatchHost(pattern, name)
 		g, err := compileGlob(pattern)
 		if err != nil {
