@@ -94,10 +94,11 @@ func base64Core(enc *base64.Encoding, v string, a int) string {
 }
 
 // formRules returns the rules that find value in each of its forms long
-// enough to look for (MinValueLen; the form as it is always, when
-// always is set), each replaced by the same form of placeholder, or, when
-// leak is set, each a leak of secret name. Forms that coincide are
-// given once.
+// enough to look for (MinValueLen; when always is set, the value as it
+// is and percent-encoded, the forms it goes out in, whatever their
+// length), each replaced by the same form of placeholder, or, when leak
+// is set, each a leak of secret name. Forms that coincide are given
+// once.
 func formRules(name, value, placeholder string, leak, always bool) []rule {
 	var out []rule
 	seen := make(map[string]bool)
@@ -106,7 +107,7 @@ func formRules(name, value, placeholder string, leak, always bool) []rule {
 		if seen[from] || from == "" {
 			continue
 		}
-		if i > 0 || !always {
+		if i > 1 || !always {
 			if len(value) < MinValueLen || len(from) < MinValueLen {
 				continue
 			}

@@ -260,3 +260,15 @@ func TestRedactName(t *testing.T) {
 		t.Errorf("RedactName(api.example.com) = %q", got)
 	}
 }
+
+// TestScrubShortValue: a value shorter than MinValueLen is still
+// scrubbed from its host's responses as it is and percent-encoded, the
+// forms it goes out in.
+func TestScrubShortValue(t *testing.T) {
+	p := newPolicy(t, Config{AllowedHosts: []string{"*"}, Secrets: map[string]Secret{"PIN": {Value: "a/b+c", Hosts: []string{"api.example.com"}}}}, Options{})
+	ph := p.Env()["PIN"]
+	sc := p.ResponseScrubber(p.Substituter("api.example.com"))
+	if got := sc.String("x a/b+c y a%2Fb%2Bc z"); got != "x "+ph+" y "+ph+" z" {
+		t.Errorf("scrubbed to %q", got)
+	}
+}

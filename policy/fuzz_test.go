@@ -312,7 +312,7 @@ func formPairs(value, placeholder string, leak bool) [][2]string {
 	seen := map[string]bool{}
 	for i, enc := range encs {
 		f := enc(value)
-		if f == "" || seen[f] || (i > 0 || leak) && (len(value) < MinValueLen || len(f) < MinValueLen) {
+		if f == "" || seen[f] || (i > 1 || leak) && (len(value) < MinValueLen || len(f) < MinValueLen) {
 			continue
 		}
 		seen[f] = true
