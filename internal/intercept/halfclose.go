@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,9 +23,11 @@ import (
 // (StateIdle), sets a read deadline that passes (as it does to end its
 // background read), or the connection closes, and only then reports the
 // EOF. A connection whose client really went away fails its writes,
-// which end the request anyway.
+// which end the request anyway. An EOF met while the request's body is
+// being read is not held: that body is cut short, and stays so.
 type holdConn struct {
 	net.Conn
+	bodyReads atomic.Int32 // reads of a request body under way (bodyWatch)
 
 	mu       sync.Mutex
 	active   bool
@@ -60,6 +63,12 @@ func (c *holdConn) Read(p []byte) (int, error) {
 		if n > 0 {
 			return n, nil
 		}
+	}
+	if len(p) > 1 && c.bodyReads.Load() > 0 {
+		// A read for the request's body, which is cut short. (The
+		// server's own probe for a client gone, which may start while
+		// the last read of a complete body returns, reads one byte.)
+		return 0, io.EOF
 	}
 	return 0, c.holdEOF()
 }
@@ -145,4 +154,23 @@ func (c *holdConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
+}
+
+// bodyWatch is a request body whose reads hc knows of, so that an EOF
+// they meet is reported at once rather than held; it records in cut
+// that the body failed (ended before its declared length, or broke).
+type bodyWatch struct {
+	io.ReadCloser
+	hc  *holdConn
+	cut *atomic.Bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	b.hc.bodyReads.Add(1)
+	defer b.hc.bodyReads.Add(-1)
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.cut.Store(true)
+	}
+	return n, err
 }

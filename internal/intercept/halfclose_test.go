@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 // TestHalfClose: a client that shuts down its write side once its
@@ -133,5 +135,31 @@ func TestExpectContinue(t *testing.T) {
 			}
 			h.event()
 		})
+	}
+}
+
+// TestHalfCloseShortBody: a client that half-closes before its body is
+// complete is answered at once with an error, rather than held: the
+// rest of the body will never come. No complete request reaches the
+// upstream.
+func TestHalfCloseShortBody(t *testing.T) {
+	h := newHarness(t, harnessConfig{plain: true})
+	conn, err := net.Dial("tcp", h.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	fmt.Fprintf(conn, "POST /post HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: 100000\r\n\r\nonly this", apiHost, h.dst.Port())
+	conn.(*net.TCPConn).CloseWrite()
+	out, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("reading: %v (%q)", err, out)
+	}
+	if !strings.HasPrefix(string(out), "HTTP/1.1 400") || h.completed.Load() != 0 {
+		t.Errorf("a cut-short body: %q, upstream completed %d requests; want 400 and none", out, h.completed.Load())
+	}
+	if ev := h.event(); ev.StatusCode != 400 || policy.ReasonCode(ev.Reason) != policy.ReasonBadRequest {
+		t.Errorf("event %+v, want 400 bad_request", ev)
 	}
 }

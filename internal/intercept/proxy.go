@@ -122,6 +122,13 @@ func (i *Interceptor) proxyError(w http.ResponseWriter, r *http.Request, err err
 		return
 	}
 	reason := policy.ReasonUpstreamError + ": " + err.Error()
+	if x.bodyCut.Load() {
+		// The sandbox's own body failed, not the upstream (its end also
+		// cancelled the request: the answer goes all the same, to a
+		// client that may have only half-closed).
+		x.fail(http.StatusBadRequest, fmt.Sprintf("%s: the request body ended before its declared length, or broke: %v", policy.ReasonBadRequest, err))
+		return
+	}
 	if r.Context().Err() != nil {
 		// The sandbox went away: nobody to answer. Abort, rather than
 		// let the server make up an empty 200 should the connection

@@ -40,7 +40,8 @@ type exchange struct {
 	length    int64               // upstream Content-Length; -1 for unknown
 	hooked    *policy.Request     // the request as the hooks left it, for response hooks
 
-	switched  bool // the upstream switched protocols (101)
+	switched  bool        // the upstream switched protocols (101)
+	bodyCut   atomic.Bool // the sandbox's body ended short, or broke
 	reqBytes  atomic.Int64
 	blocked   blockSlot // a block found while the body streamed
 	isBlocked bool
@@ -91,6 +92,9 @@ func (i *Interceptor) handle(w http.ResponseWriter, r *http.Request) {
 		length: -1,
 	}
 	defer x.finish()
+	if r.Body != nil && r.Body != http.NoBody && c.hold != nil {
+		r.Body = &bodyWatch{ReadCloser: r.Body, hc: c.hold, cut: &x.bodyCut}
+	}
 	if ref := x.prepare(r); ref != nil {
 		x.refuse(ref.status, ref.reason)
 		return

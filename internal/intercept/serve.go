@@ -27,6 +27,8 @@ type sandboxConn struct {
 	refusal   string // why the handshake was refused, if it was
 	start     time.Time
 
+	hold *holdConn // the connection the HTTP server reads, once serve runs
+
 	tOnce sync.Once
 	t     *http.Transport // see transport
 
@@ -169,9 +171,10 @@ func (c *sandboxConn) checkSNI(sni string) string {
 // connection to the same destination.
 func (c *sandboxConn) serve(ctx context.Context, conn net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
+	c.hold = newHoldConn(conn, c.raw.done)
 	l := &connListener{
 		ctx:    context.WithValue(ctx, connKey{}, c),
-		conn:   newHoldConn(conn, c.raw.done),
+		conn:   c.hold,
 		raw:    c.raw,
 		closed: make(chan struct{}),
 	}
