@@ -47,6 +47,7 @@ var reasonCodes = []string{
 	policy.ReasonProxyRequest,
 	policy.ReasonBadRequest,
 	policy.ReasonUpstreamError,
+	policy.ReasonLimit,
 }
 
 // start is newEnv with checks that hold for every event of every test,

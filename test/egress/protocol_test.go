@@ -113,3 +113,58 @@ func TestProtocolUpstreamTimeout(t *testing.T) {
 		t.Errorf("event %+v, want upstream_error with timeout, status 504", ev)
 	}
 }
+
+// dnsConnsPy opens N TCP connections to the gateway's DNS and keeps
+// them until it has counted how many the gateway closed.
+const dnsConnsPy = `
+import socket, sys, time
+n = int(sys.argv[1])
+conns = [socket.create_connection(("10.88.0.1", 53), timeout=10) for _ in range(n)]
+time.sleep(1)
+closed = 0
+for c in conns:
+    c.setblocking(False)
+    try:
+        if c.recv(1) == b"":
+            closed += 1
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+print(closed)
+`
+
+// TestProtocolLimitEvented proves that a sandbox that fills a cap of its
+// network (here, the gateway's DNS-over-TCP connections) has the
+// refusals reported as limit events, and that a flood of them gives a
+// handful of events, not one per refusal.
+func TestProtocolLimitEvented(t *testing.T) {
+	e := start(t)
+	sb := e.box(t, e.network(testnet.API))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sb.WriteFile(ctx, "/tmp/dnsconns.py", []byte(dnsConnsPy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := e.mark()
+	out := ok(t, sb, "python3 /tmp/dnsconns.py 116")
+	closed, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || closed < 100 {
+		t.Fatalf("closed %q of 116, want at least 100 (the cap is 16)", out)
+	}
+	ev := e.since(t, m, "dns limit event", func(ev api.NetworkEvent) bool {
+		return ev.Kind == api.NetDNS && ev.Blocked && policy.ReasonCode(ev.Reason) == policy.ReasonLimit
+	})
+	if !strings.Contains(ev.Reason, "DNS-over-TCP") || ev.Proto != "tcp" {
+		t.Errorf("limit event %+v", ev)
+	}
+	n := 0
+	for _, ev := range e.events()[m:] {
+		if ev.Kind == api.NetDNS && policy.ReasonCode(ev.Reason) == policy.ReasonLimit {
+			n++
+		}
+	}
+	if n*10 > closed {
+		t.Errorf("%d limit events for %d refusals", n, closed)
+	}
+}
