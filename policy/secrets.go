@@ -27,54 +27,54 @@ type secret struct {
 	names []string
 }
 
-// nameLeak returns why a normalised host name that the secrets are not
-// scoped to is refused because it carries one's value (a DNS question
-// for such a name takes the value to the zone's servers, and a request
-// to it, in its SNI and Host), or "" when it carries none.
-func nameLeak(secrets []secret, name string) string {
-	compact := strings.ReplaceAll(name, ".", "")
+// carriedBy returns the first of the secrets whose value name carries,
+// in one of the forms a DNS name can carry (nameForms: in any case, and
+// across labels), with the form found; nil when there is none. Secrets
+// scoped to name are left out unless scopedToo is set.
+func carriedBy(secrets []secret, name string, scopedToo bool) (*secret, string) {
+	if len(name) < MinValueLen {
+		return nil, ""
+	}
+	n, ok := normalizeName(name)
+	compact := strings.ToLower(strings.ReplaceAll(name, ".", ""))
 	for i := range secrets {
 		s := &secrets[i]
-		if len(s.names) == 0 || s.inScope(name, true) {
+		if len(s.names) == 0 || !scopedToo && s.inScope(n, ok) {
 			continue
 		}
 		for _, f := range s.names {
 			if strings.Contains(compact, f) {
-				return fmt.Sprintf("%s: the name %s holds the value of secret %s, which would go to the servers of its domain", ReasonSecretLeak, redactName(name, f), s.name)
+				return s, f
 			}
 		}
 	}
-	return ""
+	return nil, ""
+}
+
+// nameLeak returns why a normalised host name is refused because it
+// carries the value of a secret not scoped to it (a DNS question for
+// such a name takes the value to the zone's servers, and a request to
+// it, in its SNI and Host), or "" when it carries none.
+func nameLeak(secrets []secret, name string) string {
+	s, f := carriedBy(secrets, name, false)
+	if s == nil {
+		return ""
+	}
+	shown := "(with the value across its labels)"
+	if i := strings.Index(name, f); i >= 0 {
+		shown = name[:i] + "<value>" + name[i+len(f):]
+	}
+	return fmt.Sprintf("%s: the name %s holds the value of secret %s, which would go to the servers of its domain", ReasonSecretLeak, shown, s.name)
 }
 
 // RedactName returns name as it is, or, when it carries a secret's
-// value in a form that a DNS name can carry (nameForms: as it is, in hex
-// or in base32, in any case, across labels), a description that does
-// not: for the host of an event or a log line about a name the sandbox
-// chose.
+// value (as nameLeak finds it), a description that does not: for the
+// host of an event or a log line about a name the sandbox chose.
 func (p *Policy) RedactName(name string) string {
-	if len(p.secrets) == 0 || len(name) < MinValueLen {
-		return name
-	}
-	compact := strings.ToLower(strings.ReplaceAll(name, ".", ""))
-	for i := range p.secrets {
-		s := &p.secrets[i]
-		for _, f := range s.names {
-			if strings.Contains(compact, f) {
-				return "(a name that carries the value of secret " + s.name + ")"
-			}
-		}
+	if s, _ := carriedBy(p.secrets, name, true); s != nil {
+		return "(a name that carries the value of secret " + s.name + ")"
 	}
 	return name
-}
-
-// redactName replaces a value's form in a name, for the reason that
-// names it.
-func redactName(name, form string) string {
-	if i := strings.Index(name, form); i >= 0 {
-		return name[:i] + "<value>" + name[i+len(form):]
-	}
-	return "(the name, with the value in it)"
 }
 
 func makePlaceholder(name string) (string, error) {
