@@ -13,9 +13,8 @@ import (
 
 // holdConn is a sandbox connection as the HTTP server reads it. A
 // client may shut down its write side once it has sent a request (a
-// half-close: `nc -N`, `curl --no-keepalive` in some builds, a shell's
-// `exec 3<>/dev/tcp/...`) and still wait for the response, which is what
-// HTTP/1.1 allows and what proxies do. net/http takes the EOF for a
+// half-close, as `nc -N` and many scripts do) and still wait for the
+// response, which HTTP/1.1 allows and proxies honour. net/http takes the EOF for a
 // client that went away and cancels the request before it is forwarded.
 // So while a request is active (http.StateActive, which the server sets
 // once it has read a request and before it reads on) an EOF is held
@@ -44,10 +43,6 @@ func newHoldConn(c net.Conn, done <-chan struct{}) *holdConn {
 	return &holdConn{Conn: c, wake: make(chan struct{}), done: done}
 }
 
-// errDeadline is what a held read returns when its deadline passes: a
-// net.Error whose Timeout is true, as the connection itself would.
-var errDeadline = os.ErrDeadlineExceeded
-
 func (c *holdConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	eof := c.eof
@@ -75,7 +70,8 @@ func (c *holdConn) Read(p []byte) (int, error) {
 
 // holdEOF waits, while a request is active, for it to end, the read
 // deadline to pass or the connection to close; it returns the error the
-// read gives then.
+// read gives then (os.ErrDeadlineExceeded, a net.Error whose Timeout is
+// true, as the connection itself would give, for a deadline).
 func (c *holdConn) holdEOF() error {
 	for {
 		c.mu.Lock()
@@ -90,7 +86,7 @@ func (c *holdConn) holdEOF() error {
 		if !deadline.IsZero() {
 			d := time.Until(deadline)
 			if d <= 0 {
-				return errDeadline
+				return os.ErrDeadlineExceeded
 			}
 			t = time.NewTimer(d)
 			timeout = t.C
@@ -98,7 +94,7 @@ func (c *holdConn) holdEOF() error {
 		select {
 		case <-wake:
 		case <-timeout:
-			return errDeadline
+			return os.ErrDeadlineExceeded
 		case <-c.done:
 			return net.ErrClosed
 		}
