@@ -55,10 +55,11 @@ failed, 126/127 when the command could not be run or was not found.
 
 The sandbox has no network unless a network flag gives it one: then its
 only way out is the host's gateway, which answers DNS and lets HTTP and
-TLS through to the allowed hosts (--allow-host), other traffic only by
---egress rules, and puts secrets (--secret) into requests to their hosts
-while commands see placeholders. airlock policy changes the allowed hosts
-of a detached sandbox while it runs.
+TLS through to the allowed hosts (--allow-host; ports 80 and 443 unless a
+pattern names another), other traffic only by --egress rules, and puts
+secrets (--secret) into requests to their hosts, over TLS, while commands
+see placeholders. airlock policy changes the allowed hosts of a detached
+sandbox while it runs.
 
 Every sandbox has a memory limit (--memory: 1g by default, or a quarter
 of the host's memory when smaller; "unlimited" lifts it), which counts
