@@ -19,7 +19,12 @@
 //   - clone3 fails with ENOSYS, so that libc falls back to clone, whose flags
 //     live in a register the filter can inspect (clone3 passes them in memory);
 //   - clone, unshare, personality and ioctl are allowed or denied depending
-//     on their arguments.
+//     on their arguments;
+//   - socket and socketpair are the one allow-list: only AF_UNIX, AF_INET,
+//     AF_INET6 and AF_NETLINK (NETLINK_ROUTE and NETLINK_SOCK_DIAG) can be
+//     created; any other family fails with EAFNOSUPPORT and any other
+//     netlink protocol with EPROTONOSUPPORT, as on a kernel built without
+//     them.
 //
 // The package only supports Linux on amd64 and arm64.
 package seccomp

@@ -75,5 +75,7 @@ func nativeArch() (archSpec, error) {
 		unshare:     unix.SYS_UNSHARE,
 		personality: unix.SYS_PERSONALITY,
 		ioctl:       unix.SYS_IOCTL,
+		socket:      unix.SYS_SOCKET,
+		socketpair:  unix.SYS_SOCKETPAIR,
 	}, nil
 }

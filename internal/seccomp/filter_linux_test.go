@@ -61,7 +61,7 @@ func TestProgramShape(t *testing.T) {
 			if _, ok := insns[len(insns)-1].(bpf.RetConstant); !ok {
 				t.Errorf("last instruction is %v, want a return", insns[len(insns)-1])
 			}
-			rets := []uint32{retAllow, retEPERM, retENOSYS, retKill}
+			rets := []uint32{retAllow, retEPERM, retENOSYS, retKill, retEAFNOSUPPORT, retEPROTONOSUPPORT}
 			for i, ins := range insns {
 				// remaining is how far a jump at i may skip and still land
 				// on an instruction.
@@ -89,6 +89,10 @@ func TestProgramShape(t *testing.T) {
 				case bpf.Jump:
 					if int(ins.Skip) >= remaining {
 						t.Errorf("insn %d: %v jumps past the end", i, ins)
+					}
+				case bpf.ALUOpConstant:
+					if ins.Op != bpf.ALUOpAnd {
+						t.Errorf("insn %d: unexpected ALU operation in %v", i, ins)
 					}
 				case bpf.RetConstant:
 					if !slices.Contains(rets, ins.Val) {
@@ -133,7 +137,7 @@ func TestDenyTableComplete(t *testing.T) {
 		seen[s.nr] = s.name
 		got = append(got, s.name)
 	}
-	for _, special := range []uint32{a.clone, a.clone3, a.unshare, a.personality, a.ioctl} {
+	for _, special := range []uint32{a.clone, a.clone3, a.unshare, a.personality, a.ioctl, a.socket, a.socketpair} {
 		if name, ok := seen[special]; ok {
 			t.Errorf("%s (%d) is in the deny table but also has special handling", name, special)
 		}
@@ -216,6 +220,10 @@ func actionName(v uint32) string {
 		return "ERRNO(ENOSYS)"
 	case retKill:
 		return "KILL_PROCESS"
+	case retEAFNOSUPPORT:
+		return "ERRNO(EAFNOSUPPORT)"
+	case retEPROTONOSUPPORT:
+		return "ERRNO(EPROTONOSUPPORT)"
 	}
 	return fmt.Sprintf("%#x", v)
 }
@@ -283,10 +291,78 @@ func TestSimulatedActions(t *testing.T) {
 			} {
 				sim.expect(t, name, retAllow, nr, 1, 2, 3, 4, 5, 6)
 			}
-			// All socket families stay allowed, packet sockets included.
-			for _, family := range []uint64{unix.AF_INET, unix.AF_INET6, unix.AF_UNIX, unix.AF_NETLINK, unix.AF_PACKET} {
-				sim.expect(t, "socket", retAllow, unix.SYS_SOCKET, family, unix.SOCK_RAW, 0)
+		}
+	})
+
+	t.Run("socket families", func(t *testing.T) {
+		// Written against x/sys/unix, independent of the filter's tables.
+		allowed := map[uint64]bool{unix.AF_UNIX: true, unix.AF_INET: true, unix.AF_INET6: true, unix.AF_NETLINK: true}
+		calls := map[string]uint32{"socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR}
+		for _, sim := range []*simulator{def, withPtrace} {
+			for name, nr := range calls {
+				// Every family number the kernel knows (AF_MAX is 46 in
+				// Linux 6.x) and well past it, so that one a later
+				// kernel adds is refused too.
+				for family := range uint64(256) {
+					want := uint32(retEAFNOSUPPORT)
+					if allowed[family] {
+						want = retAllow
+					}
+					proto := uint64(0)
+					if family == unix.AF_NETLINK {
+						proto = unix.NETLINK_ROUTE
+					}
+					sim.expect(t, fmt.Sprintf("%s(family %d)", name, family), want, nr, family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, proto)
+				}
+				for _, family := range []uint64{0xffff, 0x7fffffff, 0xffffffff, unix.AF_VSOCK | 1<<16} {
+					sim.expect(t, fmt.Sprintf("%s(family %#x)", name, family), retEAFNOSUPPORT, nr, family, unix.SOCK_STREAM, 0)
+				}
+				// family is an int: high bits do not hide it, either way.
+				sim.expect(t, name+"(1<<32|AF_VSOCK)", retEAFNOSUPPORT, nr, 1<<32|unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+				sim.expect(t, name+"(1<<32|AF_UNIX)", retAllow, nr, 1<<32|unix.AF_UNIX, unix.SOCK_STREAM, 0)
 			}
+		}
+	})
+
+	t.Run("netlink protocols", func(t *testing.T) {
+		for name, nr := range map[string]uint32{"socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR} {
+			for proto := range uint64(64) {
+				want := uint32(retEPROTONOSUPPORT)
+				if proto == unix.NETLINK_ROUTE || proto == unix.NETLINK_SOCK_DIAG {
+					want = retAllow
+				}
+				for _, typ := range []uint64{unix.SOCK_RAW, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC} {
+					def.expect(t, fmt.Sprintf("%s(AF_NETLINK, %#x, %d)", name, typ, proto), want, nr, unix.AF_NETLINK, typ, proto)
+				}
+			}
+			for _, proto := range []uint64{unix.NETLINK_AUDIT, unix.NETLINK_KOBJECT_UEVENT, unix.NETLINK_NETFILTER,
+				unix.NETLINK_GENERIC, unix.NETLINK_XFRM, unix.NETLINK_CONNECTOR, unix.NETLINK_CRYPTO, 1<<32 | unix.NETLINK_AUDIT, 0xffffffff} {
+				def.expect(t, fmt.Sprintf("%s(AF_NETLINK, %d)", name, proto), retEPROTONOSUPPORT, nr, unix.AF_NETLINK, unix.SOCK_RAW, proto)
+			}
+			def.expect(t, name+"(AF_NETLINK, 1<<32|NETLINK_ROUTE)", retAllow, nr, unix.AF_NETLINK, unix.SOCK_RAW, 1<<32|unix.NETLINK_ROUTE)
+		}
+	})
+
+	t.Run("inet types", func(t *testing.T) {
+		for _, typ := range []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_RAW, unix.SOCK_SEQPACKET,
+			unix.SOCK_STREAM | unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC, 1<<32 | unix.SOCK_DGRAM} {
+			def.expect(t, fmt.Sprintf("socket(AF_INET, %#x)", typ), retAllow, unix.SYS_SOCKET, unix.AF_INET, typ, 0)
+			def.expect(t, fmt.Sprintf("socket(AF_INET6, %#x)", typ), retAllow, unix.SYS_SOCKET, unix.AF_INET6, typ, 0)
+		}
+		// (AF_INET, SOCK_PACKET) is AF_PACKET to the kernel, whatever the
+		// flags in the high bits of the type.
+		for _, typ := range []uint64{unix.SOCK_PACKET, unix.SOCK_PACKET | unix.SOCK_CLOEXEC, unix.SOCK_PACKET | unix.SOCK_NONBLOCK, 1<<32 | unix.SOCK_PACKET} {
+			def.expect(t, fmt.Sprintf("socket(AF_INET, %#x)", typ), retEAFNOSUPPORT, unix.SYS_SOCKET, unix.AF_INET, typ, 0x0300)
+			def.expect(t, fmt.Sprintf("socketpair(AF_INET, %#x)", typ), retEAFNOSUPPORT, unix.SYS_SOCKETPAIR, unix.AF_INET, typ, 0)
+		}
+	})
+
+	t.Run("socketcall", func(t *testing.T) {
+		// socketcall exists only in the 32-bit table, whose entry is
+		// killed before any number is looked at.
+		const i386Socketcall = 102
+		if got := def.run(t, i386Socketcall, auditArchI386, 1); got != retKill {
+			t.Errorf("i386 socketcall = %s, want KILL_PROCESS", actionName(got))
 		}
 	})
 

@@ -40,6 +40,7 @@ const (
 	envNNP     = "AIRLOCK_SECCOMP_NNP"     // "thread": set no_new_privs on the calling thread only
 	envInstall = "AIRLOCK_SECCOMP_INSTALL" // "0": run the probe without installing the filter
 	envPython  = "AIRLOCK_SECCOMP_PYTHON"  // python3 binary for the libc-threads probe
+	envSocket  = "AIRLOCK_SECCOMP_SOCKET"  // "family type protocol" for the socket probes
 )
 
 // noSuchPID is larger than any pid_max (at most 2^22).
@@ -160,6 +161,31 @@ func probes() map[string]probe {
 			c := byte(0)
 			_, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCLINUX, uintptr(unsafe.Pointer(&c)))
 			return errno, nil
+		},
+		// The socket probes close what they get: without the filter most
+		// of the families refused succeed here (as root, even AF_PACKET).
+		"socket": func() (unix.Errno, error) {
+			f, typ, proto, err := socketArgs()
+			if err != nil {
+				return 0, err
+			}
+			fd, err := unix.Socket(f, typ, proto)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return errnoOf(err)
+		},
+		"socketpair": func() (unix.Errno, error) {
+			f, typ, proto, err := socketArgs()
+			if err != nil {
+				return 0, err
+			}
+			fds, err := unix.Socketpair(f, typ, proto)
+			if err == nil {
+				unix.Close(fds[0])
+				unix.Close(fds[1])
+			}
+			return errnoOf(err)
 		},
 		// getpid through the x32 ABI (x86_64 only).
 		"x32-getpid": func() (unix.Errno, error) {
@@ -381,6 +407,15 @@ func parseErrno(out []byte) (unix.Errno, error) {
 	return 0, fmt.Errorf("no errno line in child output %q", out)
 }
 
+// socketArgs reads the socket probes' arguments from envSocket.
+func socketArgs() (family, typ, proto int, err error) {
+	_, err = fmt.Sscanf(os.Getenv(envSocket), "%d %d %d", &family, &typ, &proto)
+	if err != nil {
+		err = fmt.Errorf("%s=%q: %w", envSocket, os.Getenv(envSocket), err)
+	}
+	return family, typ, proto, err
+}
+
 // runProbe runs probe in a child process with extra environment variables.
 func runProbe(t *testing.T, probe string, env ...string) unix.Errno {
 	t.Helper()
@@ -484,6 +519,60 @@ func TestInstallAllowPtrace(t *testing.T) {
 		{probe: "process-vm-readv", env: []string{ptrace}, want: 0},
 		{probe: "mount", env: []string{ptrace}, want: unix.EPERM},
 	})
+}
+
+// TestInstallSocketFamilies creates sockets of many families under the
+// real filter: the allowed ones work, every other one is refused as if the
+// kernel did not have it.
+func TestInstallSocketFamilies(t *testing.T) {
+	requireSeccomp(t)
+	arg := func(family, typ, proto int) string { return fmt.Sprintf("%s=%d %d %d", envSocket, family, typ, proto) }
+	var cases []probeCase
+	for _, c := range []struct {
+		family, typ, proto int
+		want               unix.Errno
+	}{
+		{unix.AF_UNIX, unix.SOCK_STREAM, 0, 0},
+		{unix.AF_UNIX, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC, 0, 0},
+		{unix.AF_INET, unix.SOCK_STREAM, 0, 0},
+		{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK, 0, 0},
+		{unix.AF_INET6, unix.SOCK_STREAM, 0, 0},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE, 0},
+		{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG, 0},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT, unix.EPROTONOSUPPORT},
+		{unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_KOBJECT_UEVENT, unix.EPROTONOSUPPORT},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_GENERIC, unix.EPROTONOSUPPORT},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER, unix.EPROTONOSUPPORT},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_XFRM, unix.EPROTONOSUPPORT},
+		{unix.AF_VSOCK, unix.SOCK_STREAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_VSOCK, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_PACKET, unix.SOCK_RAW, 0x0300, unix.EAFNOSUPPORT},
+		{unix.AF_PACKET, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_INET, unix.SOCK_PACKET, 0x0300, unix.EAFNOSUPPORT},
+		{unix.AF_ALG, unix.SOCK_SEQPACKET, 0, unix.EAFNOSUPPORT},
+		{unix.AF_XDP, unix.SOCK_RAW, 0, unix.EAFNOSUPPORT},
+		{unix.AF_KEY, unix.SOCK_RAW, 2, unix.EAFNOSUPPORT},
+		{unix.AF_BLUETOOTH, unix.SOCK_RAW, 0, unix.EAFNOSUPPORT},
+		{unix.AF_TIPC, unix.SOCK_RDM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_RDS, unix.SOCK_SEQPACKET, 0, unix.EAFNOSUPPORT},
+		{unix.AF_CAN, unix.SOCK_RAW, 1, unix.EAFNOSUPPORT},
+		{unix.AF_QIPCRTR, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_SMC, unix.SOCK_STREAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_LLC, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_PPPOX, unix.SOCK_STREAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_MCTP, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{unix.AF_IB, unix.SOCK_DGRAM, 0, unix.EAFNOSUPPORT},
+		{63, unix.SOCK_STREAM, 0, unix.EAFNOSUPPORT},
+	} {
+		cases = append(cases, probeCase{probe: "socket", env: []string{arg(c.family, c.typ, c.proto)}, want: c.want})
+	}
+	cases = append(cases,
+		probeCase{probe: "socketpair", env: []string{arg(unix.AF_UNIX, unix.SOCK_STREAM, 0)}, want: 0},
+		probeCase{probe: "socketpair", env: []string{arg(unix.AF_VSOCK, unix.SOCK_STREAM, 0)}, want: unix.EAFNOSUPPORT},
+		probeCase{probe: "socketpair", env: []string{arg(unix.AF_PACKET, unix.SOCK_RAW, 0)}, want: unix.EAFNOSUPPORT},
+		probeCase{probe: "socketpair", env: []string{arg(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT)}, want: unix.EPROTONOSUPPORT},
+	)
+	runCases(t, cases)
 }
 
 // TestKernelAcceptsFilter installs both profiles, through both ways of

@@ -64,12 +64,56 @@ var allowedPersonalities = [...]uint32{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 // deniedIoctls are ioctl requests that inject input into a terminal.
 var deniedIoctls = [...]uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
+// Socket families that socket(2) and socketpair(2) may create; every
+// other one fails with EAFNOSUPPORT, as if the kernel had not been built
+// with it. It is an allow-list, so that a family a newer kernel adds, or
+// one this host happens to offer (AF_VSOCK to the hypervisor on a VM,
+// AF_PACKET, AF_ALG, AF_XDP, AF_BLUETOOTH, AF_RDS, AF_TIPC, ...), stays
+// out of reach.
+//
+//   - AF_UNIX: local IPC, scoped to the sandbox by its mount namespace and
+//     landlock.
+//   - AF_INET, AF_INET6: the sandbox's own network namespace, which holds
+//     loopback and at most the one interface that ends in the host's
+//     policy stack. Loopback is allowed without a network too: local
+//     servers and their tests, and libc's resolver, need it, and it
+//     reaches nothing outside the namespace. The obsolete
+//     (AF_INET, SOCK_PACKET), which the kernel turns into AF_PACKET, is
+//     refused like AF_PACKET.
+//   - AF_NETLINK: only the protocols in allowedNetlink.
+var allowedFamilies = [...]uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// allowedNetlink are the netlink protocols a sandbox may open; others fail
+// with EPROTONOSUPPORT. Both answer only about the sandbox's own network
+// namespace:
+//
+//   - NETLINK_ROUTE: addresses, links and routes (ip addr, ip route, libc's
+//     getifaddrs, if_nameindex and getaddrinfo's AI_ADDRCONFIG);
+//   - NETLINK_SOCK_DIAG: socket listings (ss).
+//
+// Refused, among others: NETLINK_AUDIT and NETLINK_KOBJECT_UEVENT (host-wide
+// audit records and device events), NETLINK_NETFILTER and NETLINK_XFRM
+// (packet filter and IPsec configuration parsers, a common source of
+// kernel bugs reachable from a user namespace), NETLINK_GENERIC (the
+// multiplexer behind dozens of subsystems: nl80211, devlink, ethtool,
+// taskstats, wireguard, MPTCP, ...; nothing a sandbox with at most one
+// virtual interface needs), NETLINK_CONNECTOR (process events) and
+// NETLINK_CRYPTO (AF_ALG's configuration).
+var allowedNetlink = [...]uint32{unix.NETLINK_ROUTE, unix.NETLINK_SOCK_DIAG}
+
+// sockTypeMask selects the socket type in socket(2)'s type argument, whose
+// high bits carry SOCK_NONBLOCK and SOCK_CLOEXEC.
+const sockTypeMask = 0xf
+
 // Filter return values.
 const (
 	retAllow  = unix.SECCOMP_RET_ALLOW
 	retEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	retENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	retKill   = unix.SECCOMP_RET_KILL_PROCESS
+
+	retEAFNOSUPPORT    = unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)
+	retEPROTONOSUPPORT = unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)
 )
 
 // syscallNr is one entry of a syscall table.
@@ -85,8 +129,11 @@ type archSpec struct {
 	deny      []syscallNr // always EPERM
 	ptrace    []syscallNr // EPERM unless Profile.AllowPtrace
 
-	// Syscalls with special handling.
-	clone, clone3, unshare, personality, ioctl uint32
+	// Syscalls with special handling. Neither supported architecture has
+	// socketcall(2) in its native table (on x86_64 it exists only for the
+	// i386 ABI, which the architecture check kills), so socket and
+	// socketpair are the only ways to create a socket of a new family.
+	clone, clone3, unshare, personality, ioctl, socket, socketpair uint32
 }
 
 // Build assembles the filter for the running architecture (amd64 and arm64
@@ -121,10 +168,15 @@ func Build(p Profile) ([]unix.SockFilter, error) {
 //	if nr == clone or unshare: goto nsCheck
 //	if nr == personality: goto personaCheck
 //	if nr == ioctl: goto ioctlCheck
+//	if nr == socket or socketpair: goto sockCheck
 //	ALLOW (jump to the shared return)
 //	nsCheck:      ld arg0; if arg0 & nsFlags: EPERM else ALLOW
 //	personaCheck: ld arg0; if arg0 in allowed: ALLOW else EPERM
 //	ioctlCheck:   ld arg1; if arg1 in denied: EPERM else ALLOW
+//	sockCheck:    ld arg0; AF_UNIX, AF_INET6: ALLOW; AF_INET: goto inetCheck;
+//	              AF_NETLINK: goto netlinkCheck; else EAFNOSUPPORT
+//	inetCheck:    ld arg1; if arg1 & type mask == SOCK_PACKET: EAFNOSUPPORT else ALLOW
+//	netlinkCheck: ld arg2; if arg2 in allowed: ALLOW else EPROTONOSUPPORT
 //	shared returns
 //
 // The decision for a syscall that is always allowed depends only on arch and
@@ -133,7 +185,9 @@ func Build(p Profile) ([]unix.SockFilter, error) {
 func build(p Profile, a archSpec) ([]bpf.Instruction, error) {
 	var prog program
 	allow, eperm, enosys, kill := prog.newLabel(), prog.newLabel(), prog.newLabel(), prog.newLabel()
+	eafnosupport, eprotonosupport := prog.newLabel(), prog.newLabel()
 	nsCheck, personaCheck, ioctlCheck := prog.newLabel(), prog.newLabel(), prog.newLabel()
+	sockCheck, inetCheck, netlinkCheck := prog.newLabel(), prog.newLabel(), prog.newLabel()
 
 	prog.emit(bpf.LoadAbsolute{Off: offArch, Size: 4})
 	prog.jumpIf(bpf.JumpEqual, a.auditArch, next, kill)
@@ -152,7 +206,9 @@ func build(p Profile, a archSpec) ([]bpf.Instruction, error) {
 	prog.jumpIf(bpf.JumpEqual, a.clone, nsCheck, next)
 	prog.jumpIf(bpf.JumpEqual, a.unshare, nsCheck, next)
 	prog.jumpIf(bpf.JumpEqual, a.personality, personaCheck, next)
-	prog.jumpIf(bpf.JumpEqual, a.ioctl, ioctlCheck, allow)
+	prog.jumpIf(bpf.JumpEqual, a.ioctl, ioctlCheck, next)
+	prog.jumpIf(bpf.JumpEqual, a.socket, sockCheck, next)
+	prog.jumpIf(bpf.JumpEqual, a.socketpair, sockCheck, allow)
 
 	// clone(flags, ...) on both architectures, and unshare(flags). Only the
 	// low 32 bits matter: clone truncates its flags to 32 bits, and unshare
@@ -183,6 +239,38 @@ func build(p Profile, a archSpec) ([]bpf.Instruction, error) {
 		prog.jumpIf(bpf.JumpEqual, v, eperm, els)
 	}
 
+	// socket(int family, int type, int protocol) and socketpair with the
+	// same first three arguments: the kernel reads ints, so the high
+	// halves are ignored here too.
+	prog.place(sockCheck)
+	prog.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	for _, f := range allowedFamilies {
+		switch f {
+		case unix.AF_INET:
+			prog.jumpIf(bpf.JumpEqual, f, inetCheck, next)
+		case unix.AF_NETLINK:
+			prog.jumpIf(bpf.JumpEqual, f, netlinkCheck, next)
+		default:
+			prog.jumpIf(bpf.JumpEqual, f, allow, next)
+		}
+	}
+	prog.jump(eafnosupport)
+
+	prog.place(inetCheck)
+	prog.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
+	prog.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
+	prog.jumpIf(bpf.JumpEqual, unix.SOCK_PACKET, eafnosupport, allow)
+
+	prog.place(netlinkCheck)
+	prog.emit(bpf.LoadAbsolute{Off: argLow(2), Size: 4})
+	for i, v := range allowedNetlink {
+		els := next
+		if i == len(allowedNetlink)-1 {
+			els = eprotonosupport
+		}
+		prog.jumpIf(bpf.JumpEqual, v, allow, els)
+	}
+
 	prog.place(allow)
 	prog.emit(bpf.RetConstant{Val: retAllow})
 	prog.place(eperm)
@@ -191,6 +279,10 @@ func build(p Profile, a archSpec) ([]bpf.Instruction, error) {
 	prog.emit(bpf.RetConstant{Val: retENOSYS})
 	prog.place(kill)
 	prog.emit(bpf.RetConstant{Val: retKill})
+	prog.place(eafnosupport)
+	prog.emit(bpf.RetConstant{Val: retEAFNOSUPPORT})
+	prog.place(eprotonosupport)
+	prog.emit(bpf.RetConstant{Val: retEPROTONOSUPPORT})
 
 	return prog.resolve()
 }
