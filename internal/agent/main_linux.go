@@ -140,6 +140,10 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 	if err := loopbackUp(); err != nil {
 		return nil, nil, fmt.Errorf("bring up loopback: %w", err)
 	}
+	mask, err := newHostMask()
+	if err != nil {
+		return nil, nil, err
+	}
 	var cgfds []*os.File
 	for _, fd := range b.CgroupFDs {
 		cgfds = append(cgfds, os.NewFile(uintptr(fd), "cgroup.procs"))
@@ -155,6 +159,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 		Landlock:    b.Hardening.Landlock,
 		AllowPtrace: b.Hardening.AllowPtrace,
 		MountProc:   true,
+		Mask:        mask,
 	}
 	// The cgroup files stay open: restarting the spawner after a crash
 	// needs them again.

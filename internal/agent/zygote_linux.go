@@ -31,6 +31,16 @@ import (
 
 func durationNs(ns int64) time.Duration { return time.Duration(ns) }
 
+// The spawner's main goroutine stays on the main thread, the thread group
+// leader, from before main runs: its setup and every fork happen there,
+// and per-thread state that the kernel reaches through /proc/PID (the
+// time namespace for children) is the leader's.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "zygote" {
+		runtime.LockOSThread()
+	}
+}
+
 // ZygoteMain runs the spawner. fd 3 is its SEQPACKET socket to the agent;
 // cgroup.procs descriptors, if any, follow from fd 4. It never returns.
 func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
@@ -70,6 +80,9 @@ type ZygoteConfig struct {
 	Landlock    bool    `cbor:"landlock"`
 	AllowPtrace bool    `cbor:"ptrace"`
 	MountProc   bool    `cbor:"proc"`
+	// Mask, when set, replaces the host's identity for commands (see
+	// HostMask); it needs MountProc.
+	Mask *HostMask `cbor:"mask,omitempty"`
 }
 
 func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
@@ -91,6 +104,17 @@ func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 			return nil, err
 		}
 	}
+	var notes []string
+	if cfg.Mask != nil {
+		if !cfg.MountProc {
+			return nil, errors.New("masking the host's identity needs the spawner's own /proc")
+		}
+		n, err := applyHostMask(cfg.Mask)
+		if err != nil {
+			return nil, err
+		}
+		notes = append(notes, n...)
+	}
 	for i := 0; i < cfg.CgroupFDs; i++ {
 		f := os.NewFile(uintptr(4+i), "cgroup.procs")
 		_, err := f.Write([]byte("0"))
@@ -107,7 +131,8 @@ func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 	if err := applyRlimits(cfg); err != nil {
 		return nil, err
 	}
-	return confine(cfg)
+	n, err := confine(cfg)
+	return append(notes, n...), err
 }
 
 // procReadOnly are /proc paths that reach host-wide kernel state. Root in
