@@ -212,18 +212,18 @@ func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
 	}
 	ours := os.NewFile(uintptr(fds[0]), "spawner")
 	theirs := os.NewFile(uintptr(fds[1]), "spawner")
-	defer theirs.Close()
 	b, err := cbor.Marshal(cfg)
 	if err != nil {
 		ours.Close()
+		theirs.Close()
 		return nil, err
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		ours.Close()
+		theirs.Close()
 		return nil, err
 	}
-	defer devnull.Close()
 	files := []*os.File{devnull, os.Stderr, os.Stderr, theirs}
 	files = append(files, cgfds...)
 	p, err := os.StartProcess("/proc/self/exe", []string{"airlock-guest", "zygote", base64.StdEncoding.EncodeToString(b)}, &os.ProcAttr{
@@ -238,6 +238,11 @@ func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	})
+	// The spawner's end is its own now: were it kept open here, a
+	// spawner that dies during its setup would leave the wait for its
+	// ready message below without an end of file.
+	theirs.Close()
+	devnull.Close()
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("start the spawner: %w", err)
