@@ -115,8 +115,22 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid sandbox id %q: use 1-64 letters, digits, - or _", id)
 	}
-	c := cfg.withDefaults()
+	return create(ctx, id, cfg.withDefaults())
+}
+
+// startTimeout bounds a sandbox's start, from the first host resource it
+// takes to the agent's answer: a start that hangs (an agent that never
+// answers) fails with a reason instead.
+const startTimeout = time.Minute
+
+// errStartTimeout is the cause of a start that took startTimeout.
+var errStartTimeout = fmt.Errorf("the sandbox did not become ready within %s", startTimeout)
+
+// create starts sandbox id from c, which is valid and has its defaults.
+func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	start := time.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, errStartTimeout)
+	defer cancel()
 	st, err := planStorage(c.DiskMB, c.Resources.MemoryMB, hostMemoryBytes(), canMountDisks())
 	if err != nil {
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
@@ -131,10 +145,12 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	b, err := startBoundary(ctx, id, &c, st, boot)
 	if err != nil {
+		nw.close()
 		return nil, err
 	}
 	s := &Sandbox{id: id, cfg: c, b: b, net: nw, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
+		err = explainStartFailure(err, b, c.PidsLimit)
 		b.Close()
 		nw.close()
 		return nil, err
@@ -147,6 +163,9 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	}
 	if err := s.handshake(ctx, boot); err != nil {
 		return fail(err)
+	}
+	if pidsExhausted(b, c.PidsLimit) {
+		return fail(errors.New("start sandbox: no command could start"))
 	}
 	if nw != nil {
 		if nw.viaAgent {
@@ -229,7 +248,7 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		return fmt.Errorf("start sandbox: %w", ctx.Err())
+		return fmt.Errorf("start sandbox: %w", context.Cause(ctx))
 	case <-s.b.Done():
 		return fmt.Errorf("start sandbox: %w", s.b.Err())
 	}
@@ -255,6 +274,34 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 	s.spare = newSpareStream(sess)
 	go s.spare.refill()
 	return nil
+}
+
+// pidsCounter is a backend that can tell how many tasks (processes and
+// threads) count against the sandbox's pids limit.
+type pidsCounter interface {
+	PidsCurrent() (int64, error)
+}
+
+// pidsExhausted reports whether a sandbox's tasks fill its pids limit:
+// when it has just started, no command could.
+func pidsExhausted(b backend, limit int64) bool {
+	pc, ok := b.(pidsCounter)
+	if !ok || limit <= 0 {
+		return false
+	}
+	n, err := pc.PidsCurrent()
+	return err == nil && n >= limit
+}
+
+// explainStartFailure says, when a sandbox failed to start because of its
+// pids limit (the agent's process spawner counts against it: a fork of
+// its refused, or its threads alone fill the limit), which limit would do.
+func explainStartFailure(err error, b backend, pidsLimit int64) error {
+	c, cerr := b.Counters()
+	if (cerr != nil || c.PidsLimitHits == 0) && !pidsExhausted(b, pidsLimit) {
+		return err
+	}
+	return fmt.Errorf("%w: the sandbox reached its pids limit of %d while it started; airlock's process spawner counts against that limit with up to %d threads of its own: give pids_limit (--pids-limit) at least %d", err, pidsLimit, agentproto.SpawnerTasks, MinPidsLimit)
 }
 
 // ID returns the sandbox id.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/policy"
 )
 
@@ -52,7 +53,9 @@ type Config struct {
 	Resources Resources `json:"resources,omitempty"`
 	// Env is added to every command's environment.
 	Env map[string]string `json:"env,omitempty"`
-	// PidsLimit bounds the number of processes and threads. Default 1024.
+	// PidsLimit bounds the number of processes and threads in the
+	// sandbox, airlock's process spawner (up to SpawnerTasks threads)
+	// included. Default 1024; at least MinPidsLimit.
 	PidsLimit int64 `json:"pids_limit,omitempty"`
 	// NofileLimit bounds open files per process. Default 1024.
 	NofileLimit uint64 `json:"nofile_limit,omitempty"`
@@ -132,6 +135,11 @@ const maxSizeMB = 1 << 40
 // limit (JSON-RPC: "memory_mb": -1; CLI: --memory unlimited).
 const MemoryUnlimited = -1
 
+// MinPidsLimit is the smallest PidsLimit a sandbox starts with: the
+// process spawner's threads (agentproto.SpawnerTasks) and a few for
+// commands.
+const MinPidsLimit = agentproto.SpawnerTasks + 4
+
 func (c *Config) withDefaults() Config {
 	out := *c
 	if out.Isolation == "" {
@@ -184,6 +192,9 @@ func (c *Config) Validate() error {
 		if s.mb > maxSizeMB {
 			return fmt.Errorf("%s %d is more than any machine has: give at most %d", s.name, s.mb, int64(maxSizeMB))
 		}
+	}
+	if c.PidsLimit > 0 && c.PidsLimit < MinPidsLimit {
+		return fmt.Errorf("pids_limit %d is too small: airlock's process spawner counts against it with up to %d threads of its own; give at least %d", c.PidsLimit, agentproto.SpawnerTasks, MinPidsLimit)
 	}
 	if c.NofileLimit != 0 && c.NofileLimit < 16 {
 		return fmt.Errorf("nofile_limit %d is too small: give at least 16", c.NofileLimit)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -57,11 +58,17 @@ type zclient struct {
 // serves it.
 func newZClient(conn *net.UnixConn) (*zclient, error) {
 	buf := make([]byte, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(agentproto.SpawnerSetupTimeout))
 	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
-	if err != nil || n == 0 {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		conn.Close()
+		return nil, fmt.Errorf("the process spawner did not finish its setup within %s", agentproto.SpawnerSetupTimeout)
+	case err != nil || n == 0:
 		conn.Close()
 		return nil, fmt.Errorf("the process spawner exited during setup (%v)", err)
 	}
+	_ = conn.SetReadDeadline(time.Time{})
 	var r zmsg
 	if err := agentproto.Unmarshal(buf[:n], &r); err != nil || r.Op != "ready" {
 		conn.Close()

@@ -39,6 +39,19 @@ const (
 	OpRemove    Op = "remove"
 )
 
+// SpawnerTasks is how many tasks (threads) the agent's process spawner
+// may need, counted with the user's commands against the sandbox's pids
+// limit: the spawner is a Go program and lives in the commands' cgroup so
+// that they inherit it. It runs about 9 threads (its main thread, the
+// reaper's, the runtime's monitor and template threads, one per P of 3);
+// the rest is headroom.
+const SpawnerTasks = 12
+
+// SpawnerSetupTimeout bounds the spawner's setup, from its start to its
+// ready message: a spawner that neither answers nor exits by then fails
+// the sandbox's start.
+const SpawnerSetupTimeout = time.Minute
+
 // HoldArg, as the agent binary's first argument, makes it only wait for
 // the end of its standard input and exit: the host runs it so to hold a
 // user namespace with a sandbox's mapping while it makes an idmapped

@@ -293,6 +293,19 @@ func (s *Sandbox) Counters() (boundary.Counters, error) {
 	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
 }
 
+// PidsCurrent is how many tasks count against the pids limit: the user
+// cgroup's, the spawner's threads included.
+func (s *Sandbox) PidsCurrent() (int64, error) {
+	if s.group == nil {
+		return 0, errors.ErrUnsupported
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.PidsCurrent), nil
+}
+
 // Close kills every process of the sandbox and removes what it left: the
 // PID namespace collapses with its init, mounts vanish with the mount
 // namespace, and the cgroup and mount point are removed here.
