@@ -25,11 +25,13 @@ package idalloc
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,8 +148,9 @@ func parseLease(name string) (lease, bool) {
 }
 
 // Allocate reserves count consecutive ids for owner, which must be alive,
-// and returns the lease. It fails when no free block of that size is left.
-func (r *Registry) Allocate(owner Owner, count uint32) (*Lease, error) {
+// and returns the lease. It fails when no free block of that size is left,
+// or when ctx ends while it waits for the lock.
+func (r *Registry) Allocate(ctx context.Context, owner Owner, count uint32) (*Lease, error) {
 	if count == 0 || count > r.size {
 		return nil, fmt.Errorf("allocate ids: a block of %d ids does not fit in the %d of the registry", count, r.size)
 	}
@@ -159,7 +162,7 @@ func (r *Registry) Allocate(owner Owner, count uint32) (*Lease, error) {
 		return nil, fmt.Errorf("allocate ids: %w", err)
 	}
 	defer root.Close()
-	unlock, err := lock(root)
+	unlock, err := lock(ctx, root)
 	if err != nil {
 		return nil, fmt.Errorf("allocate ids: %w", err)
 	}
@@ -216,6 +219,9 @@ func (r *Registry) liveLeases(root *os.Root) ([]lease, error) {
 	}
 	defer d.Close()
 	var live []lease
+	// Many leases may share a holder (one airlock rpc serves many
+	// sandboxes): ask about each once.
+	alive := map[state.Supervisor]bool{}
 	for {
 		ents, err := d.ReadDir(4096)
 		for _, e := range ents {
@@ -223,7 +229,12 @@ func (r *Registry) liveLeases(root *os.Root) ([]lease, error) {
 			if !ok || !e.Type().IsRegular() {
 				continue
 			}
-			if !l.holder.Alive() {
+			a, known := alive[l.holder]
+			if !known {
+				a = l.holder.Alive()
+				alive[l.holder] = a
+			}
+			if !a {
 				if err := root.Remove(l.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return nil, fmt.Errorf("reclaim the lease %s of a dead holder: %w", l.name, err)
 				}
@@ -281,17 +292,33 @@ func overlaps(live []lease, longest, first, end uint64) bool {
 	return false
 }
 
-// lock takes the registry's lock, waiting for it.
-func lock(root *os.Root) (unlock func(), err error) {
+// lock takes the registry's lock, waiting for it until ctx ends.
+func lock(ctx context.Context, root *os.Root) (unlock func(), err error) {
 	f, err := root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
+	// flock cannot be interrupted; a wait that outlives ctx goes on in
+	// the background and lets go of the lock as soon as it has it.
+	got := make(chan error, 1)
+	go func() {
+		var err error
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+			if err != unix.EINTR {
+				break
+			}
 		}
+		got <- err
+	}()
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		go func() {
+			<-got
+			f.Close()
+		}()
+		return nil, fmt.Errorf("lock %s: %w", filepath.Join(root.Name(), lockFile), context.Cause(ctx))
 	}
 	if err != nil {
 		f.Close()

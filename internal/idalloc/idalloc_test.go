@@ -2,6 +2,8 @@ package idalloc
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
@@ -21,7 +24,7 @@ const (
 	envChildDir   = "AIRLOCK_IDALLOC_CHILD_DIR"
 	envChildSpec  = "AIRLOCK_IDALLOC_CHILD_SPEC" // "leases count goroutines"
 	childFirst    = 100_000
-	childRegistry = 1000
+	childRegistry = 4096
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +58,7 @@ func allocChild(dir, spec string) int {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				l, err := r.Allocate(owner, uint32(count))
+				l, err := r.Allocate(context.Background(), owner, uint32(count))
 				mu.Lock()
 				if err != nil {
 					fmt.Fprintln(os.Stderr, err)
@@ -69,10 +72,12 @@ func allocChild(dir, spec string) int {
 	}
 	wg.Wait()
 	fmt.Println("done")
+	// Hold every lease until the parent has read all children: a child
+	// that exits early gives its ids back, to be handed out again.
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	if failed {
 		return 1
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
@@ -126,7 +131,7 @@ func TestAllocateUntilFull(t *testing.T) {
 	owner := self(t, "sb-test")
 	seen := map[uint32]*Lease{}
 	for range 8 {
-		l, err := r.Allocate(owner, 1)
+		l, err := r.Allocate(context.Background(), owner, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +143,7 @@ func TestAllocateUntilFull(t *testing.T) {
 		}
 		seen[l.First] = l
 	}
-	if _, err := r.Allocate(owner, 1); err == nil || !strings.Contains(err.Error(), "held by running sandboxes") {
+	if _, err := r.Allocate(context.Background(), owner, 1); err == nil || !strings.Contains(err.Error(), "held by running sandboxes") {
 		t.Fatalf("a ninth lease of eight ids: %v", err)
 	}
 	if err := seen[503].Release(); err != nil {
@@ -147,7 +152,7 @@ func TestAllocateUntilFull(t *testing.T) {
 	if err := seen[503].Release(); err != nil {
 		t.Errorf("a second release: %v", err)
 	}
-	l, err := r.Allocate(owner, 1)
+	l, err := r.Allocate(context.Background(), owner, 1)
 	if err != nil || l.First != 503 {
 		t.Fatalf("after a release: %+v, %v; want id 503", l, err)
 	}
@@ -158,25 +163,25 @@ func TestAllocateUntilFull(t *testing.T) {
 }
 
 func TestAllocateBlocks(t *testing.T) {
-	r, err := Open(filepath.Join(t.TempDir(), "ids"), 1<<16, 1<<10)
+	r, err := Open(filepath.Join(t.TempDir(), "ids"), 1<<16, 1<<9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	owner := self(t, "sb-test")
-	// Blocks of 256 are aligned; single ids fill the gaps around them.
+	// Blocks of 64 are aligned; single ids fill the gaps around them.
 	var leases []*Lease
 	for range 2 {
-		l, err := r.Allocate(owner, 256)
+		l, err := r.Allocate(context.Background(), owner, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (l.First-1<<16)%256 != 0 || l.Count != 256 {
-			t.Fatalf("block %d+%d is not aligned to 256", l.First, l.Count)
+		if (l.First-1<<16)%64 != 0 || l.Count != 64 {
+			t.Fatalf("block %d+%d is not aligned to 64", l.First, l.Count)
 		}
 		leases = append(leases, l)
 	}
-	for range 512 {
-		l, err := r.Allocate(owner, 1)
+	for range 1<<9 - 2*64 {
+		l, err := r.Allocate(context.Background(), owner, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,11 +196,13 @@ func TestAllocateBlocks(t *testing.T) {
 			used[id] = true
 		}
 	}
-	if _, err := r.Allocate(owner, 256); err == nil {
-		t.Error("a block of 256 fitted in a full registry")
+	for _, count := range []uint32{1, 64} {
+		if _, err := r.Allocate(context.Background(), owner, count); err == nil {
+			t.Errorf("a block of %d fitted in a full registry", count)
+		}
 	}
-	for _, count := range []uint32{0, 1<<10 + 1} {
-		if _, err := r.Allocate(owner, count); err == nil {
+	for _, count := range []uint32{0, 1<<9 + 1} {
+		if _, err := r.Allocate(context.Background(), owner, count); err == nil {
 			t.Errorf("a block of %d ids was allocated", count)
 		}
 	}
@@ -217,19 +224,19 @@ func TestReclaimDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := Owner{Sandbox: "sb-dead", Supervisor: state.Supervisor{PID: holder.Process.Pid, StartTime: start}}
-	l, err := r.Allocate(dead, 1)
+	l, err := r.Allocate(context.Background(), dead, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Allocate(self(t, "sb-live"), 1); err == nil {
+	if _, err := r.Allocate(context.Background(), self(t, "sb-live"), 1); err == nil {
 		t.Fatal("the only id was handed out while its holder lives")
 	}
 	holder.Process.Kill()
 	holder.Wait()
-	if _, err := r.Allocate(dead, 1); err == nil {
+	if _, err := r.Allocate(context.Background(), dead, 1); err == nil {
 		t.Error("a lease was made for a dead holder")
 	}
-	l2, err := r.Allocate(self(t, "sb-live"), 1)
+	l2, err := r.Allocate(context.Background(), self(t, "sb-live"), 1)
 	if err != nil || l2.First != 7000 {
 		t.Fatalf("after its holder died: %+v, %v; want id 7000 back", l2, err)
 	}
@@ -308,6 +315,39 @@ func TestConcurrentAllocations(t *testing.T) {
 	}
 	if total != 5*60+2*10+10 {
 		t.Errorf("%d leases made, want %d", total, 5*60+2*10+10)
+	}
+}
+
+// TestAllocateWaitsForLock holds the registry's lock: an allocation waits
+// for it no longer than its context allows, and goes on once it is free.
+func TestAllocateWaitsForLock(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "ids"), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	unlock, err := lock(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Allocate(ctx, self(t, "sb"), 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("allocate while the lock is held: %v, want the context's end", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Allocate(context.Background(), self(t, "sb"), 1)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatalf("allocate once the lock is free: %v", err)
 	}
 }
 
