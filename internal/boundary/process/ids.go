@@ -1,8 +1,11 @@
 package process
 
 import (
-	"hash/fnv"
+	"context"
+	"fmt"
 	"os"
+
+	"github.com/airlock-sandbox/airlock/internal/idalloc"
 )
 
 // Sandbox uids: when airlock runs as root, root inside a sandbox maps to an
@@ -15,14 +18,32 @@ const (
 	SandboxUIDRange = 1_000_000
 )
 
-// HostIDs returns the host uid and gid that root inside sandbox id maps to
-// (for the default root; see Start for --rootfs).
-func HostIDs(id string) (uid, gid int) {
+// HostIDsDir is the registry (see package idalloc) of the host uids that
+// running sandboxes hold when airlock runs as root. The uids are the
+// host's, shared by every airlock process whatever its state directory,
+// so there is one registry per host; it lives on /run, a tmpfs, as no
+// sandbox outlives a boot.
+const HostIDsDir = "/run/airlock/ids"
+
+// hostIDs reserves the host uid and gid that root inside sandbox id maps
+// to (for the default root; see Start for --rootfs), unique among running
+// sandboxes, for as long as this process lives or until the lease is
+// released. An unprivileged caller gets its own ids and no lease.
+func hostIDs(ctx context.Context, id string) (uid, gid int, lease *idalloc.Lease, err error) {
 	if os.Getuid() != 0 {
-		return os.Getuid(), os.Getgid()
+		return os.Getuid(), os.Getgid(), nil, nil
 	}
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	n := SandboxUIDBase + int(h.Sum32()%SandboxUIDRange)
-	return n, n
+	reg, err := idalloc.Open(HostIDsDir, SandboxUIDBase, SandboxUIDRange)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("reserve the sandbox's host uid: %w", err)
+	}
+	owner, err := idalloc.Self(id)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("reserve the sandbox's host uid: %w", err)
+	}
+	l, err := reg.Allocate(ctx, owner, 1)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("reserve the sandbox's host uid: %w", err)
+	}
+	return int(l.First), int(l.First), l, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 	"github.com/airlock-sandbox/airlock/internal/diskfs"
+	"github.com/airlock-sandbox/airlock/internal/idalloc"
 	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
@@ -45,6 +46,7 @@ type Sandbox struct {
 	cmd     *exec.Cmd
 	group   *cgroup.Group
 	disk    *diskfs.Disk
+	ids     *idalloc.Lease // the host uid and gid root inside maps to, as root
 	notes   []string
 	stderr  *tailBuffer
 	done    chan struct{}
@@ -101,7 +103,11 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	agentEnd := os.NewFile(uintptr(pair[1]), "agent")
 	defer agentEnd.Close()
 
-	uid, gid := HostIDs(o.ID)
+	uid, gid, lease, err := hostIDs(ctx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.ids = lease
 	// The agent is executed through a descriptor opened here, so that no
 	// directory on its path has to be searchable by the sandbox's uid.
 	bin, err := os.Open(o.AgentPath)
@@ -331,9 +337,20 @@ func (s *Sandbox) Close() error {
 				errs = append(errs, fmt.Errorf("release the disk: %w", err))
 			}
 		}
+		cleared := true
 		if s.group != nil {
 			if err := s.group.Delete(); err != nil {
 				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+				cleared = false
+			}
+		}
+		// Every process that ran with the sandbox's uid is gone: its
+		// PID namespace died with the agent, and the cgroups were
+		// emptied. A uid that may still be in use stays held until this
+		// process exits.
+		if cleared {
+			if err := s.ids.Release(); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	})
