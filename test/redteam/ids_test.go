@@ -1,0 +1,167 @@
+package redteam_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+)
+
+// hostUID is the real uid, seen from the host, of process pid.
+func hostUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			var uid int
+			if _, err := fmt.Sscan(v, &uid); err != nil {
+				t.Fatal(err)
+			}
+			return uid
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", pid)
+	return 0
+}
+
+// idLeases lists the lease files in the host's uid registry that hold
+// sandbox id.
+func idLeases(t *testing.T, id string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(process.HostIDsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(process.HostIDsDir, e.Name()))
+		if err == nil && strings.TrimSpace(string(b)) == id {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestIDsDistinct starts sandboxes at once and reads, from the host, the
+// uid each sandbox's processes run as: no two share one, each is the one
+// its uid_map says, and a closed sandbox's uid goes back to the registry.
+func TestIDsDistinct(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("an unprivileged caller maps its own uid into every sandbox; distinct uids are airlock's as root")
+	}
+	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		// Two of them have ids that a hash of the id modulo the range
+		// (as uids were once chosen) maps to one uid.
+		ids := []string{"sb-uid-5338", "sb-uid-7480"}
+		for range 6 {
+			ids = append(ids, airlock.NewID())
+		}
+		sbs := make([]*airlock.Sandbox, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				sb, err := airlock.CreateWithID(ctx, id, airlock.Config{Isolation: lv})
+				if err != nil {
+					t.Errorf("create sandbox %d: %v", i, err)
+					return
+				}
+				sbs[i] = sb
+			})
+		}
+		wg.Wait()
+		for _, sb := range sbs {
+			if sb != nil {
+				t.Cleanup(func() { sb.Close() })
+			}
+		}
+		if t.Failed() {
+			return
+		}
+		owner := map[int]string{}
+		for _, sb := range sbs {
+			// The uid of a command (seen from the host through the
+			// agent's, which every process of the sandbox shares).
+			uid := hostUID(t, sb.PID())
+			if uid < process.SandboxUIDBase || uid >= process.SandboxUIDBase+process.SandboxUIDRange {
+				t.Errorf("sandbox %s runs as host uid %d, outside the sandbox range", sb.ID(), uid)
+			}
+			if other, dup := owner[uid]; dup {
+				t.Errorf("sandboxes %s and %s both run as host uid %d", other, sb.ID(), uid)
+			}
+			owner[uid] = sb.ID()
+			m := strings.Fields(ok(t, sb, "cat /proc/self/uid_map"))
+			if len(m) != 3 || m[0] != "0" || m[1] != fmt.Sprint(uid) || m[2] != "1" {
+				t.Errorf("sandbox %s: uid_map %q, want root mapped to %d alone", sb.ID(), m, uid)
+			}
+			if ls := idLeases(t, sb.ID()); len(ls) != 1 || !strings.HasPrefix(ls[0], fmt.Sprintf("%d+1@%d.", uid, os.Getpid())) {
+				t.Errorf("sandbox %s (uid %d): leases %q, want one of uid %d held by this process", sb.ID(), uid, ls, uid)
+			}
+		}
+		sbs[0].Close()
+		if ls := idLeases(t, sbs[0].ID()); len(ls) != 0 {
+			t.Errorf("a closed sandbox still holds %q", ls)
+		}
+	})
+}
+
+// TestIDsReclaimed kills a sandbox's supervisor with SIGKILL, which
+// leaves its uid lease behind: the next sandbox's start takes it back.
+func TestIDsReclaimed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("an unprivileged caller maps its own uid into every sandbox; the registry is airlock's as root")
+	}
+	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bins.cli, "run", "-d", "--isolation", string(lv), "--", "sleep", "600").Output()
+		if err != nil {
+			t.Fatalf("airlock run -d: %v", err)
+		}
+		id := strings.TrimSpace(string(out))
+		t.Cleanup(func() { exec.Command(bins.cli, "rm", "-f", id).Run() })
+		out, err = exec.CommandContext(ctx, bins.cli, "get", id).Output()
+		if err != nil {
+			t.Fatalf("airlock get: %v", err)
+		}
+		var rec struct {
+			Supervisor struct{ PID int } `json:"supervisor"`
+		}
+		if err := json.Unmarshal(out, &rec); err != nil || rec.Supervisor.PID <= 0 {
+			t.Fatalf("airlock get %s: %q (%v)", id, out, err)
+		}
+		held := idLeases(t, id)
+		if len(held) != 1 || !strings.Contains(held[0], fmt.Sprintf("@%d.", rec.Supervisor.PID)) {
+			t.Fatalf("sandbox %s (supervisor %d): leases %q, want one held by its supervisor", id, rec.Supervisor.PID, held)
+		}
+		if err := syscall.Kill(rec.Supervisor.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// The supervisor is gone once its pid is (it is not our child:
+		// it detached).
+		for syscall.Kill(rec.Supervisor.PID, 0) == nil && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ls := idLeases(t, id); len(ls) != 1 {
+			t.Fatalf("before any other start, the dead supervisor's lease should still be there: %q", ls)
+		}
+		box(t, lv, airlock.Config{})
+		if ls := idLeases(t, id); len(ls) != 0 {
+			t.Errorf("a start after the supervisor's death left its lease %q", ls)
+		}
+	})
+}
