@@ -370,13 +370,15 @@ func TestOpenRefuses(t *testing.T) {
 			t.Errorf("registry [%d, +%d) opened", c.first, c.size)
 		}
 	}
-	if fi, err := os.Stat(dir); err == nil {
-		r, err := Open(filepath.Join(dir, "ids"), 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi, err = os.Stat(r.dir); err != nil || fi.Mode().Perm() != dirPerm {
-			t.Errorf("registry mode %v (%v), want %v", fi.Mode().Perm(), err, os.FileMode(dirPerm))
-		}
+	// A registry made by a permissive umask, or by hand, is made private.
+	if err := os.Mkdir(filepath.Join(dir, "ids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(filepath.Join(dir, "ids"), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(r.dir); err != nil || fi.Mode().Perm() != dirPerm {
+		t.Errorf("registry mode %v (%v), want %v", fi.Mode().Perm(), err, os.FileMode(dirPerm))
 	}
 }
