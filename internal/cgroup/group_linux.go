@@ -392,6 +392,22 @@ func (g *Group) Events() (Events, error) {
 	return ev, nil
 }
 
+// PidsCurrent reads how many tasks the user group holds (pids.current):
+// one small file, where Stats parses every statistics file.
+func (g *Group) PidsCurrent() (uint64, error) {
+	_, user := g.impl.dirs()
+	for _, d := range user {
+		b, err := os.ReadFile(filepath.Join(d, "pids.current"))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("read pids.current of cgroup %s: no pids controller", g.id)
+}
+
 // counterLine reads f from the start and returns the number on the line
 // that begins with prefix.
 func counterLine(f *os.File, buf []byte, prefix string) (uint64, bool) {

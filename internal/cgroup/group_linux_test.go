@@ -277,6 +277,9 @@ func TestProcessesJoinTheirGroups(t *testing.T) {
 	if s.PidsCurrent != 1 {
 		t.Errorf("PidsCurrent = %d, want 1 (only the user shell)", s.PidsCurrent)
 	}
+	if n, err := g.PidsCurrent(); err != nil || n != 1 {
+		t.Errorf("PidsCurrent() = %d, %v; want 1 (only the user shell)", n, err)
+	}
 }
 
 func TestPidsLimitContainsForkBomb(t *testing.T) {

@@ -308,11 +308,8 @@ func (s *Sandbox) PidsCurrent() (int64, error) {
 	if s.group == nil {
 		return 0, errors.ErrUnsupported
 	}
-	st, err := s.group.Stats()
-	if err != nil {
-		return 0, err
-	}
-	return int64(st.PidsCurrent), nil
+	n, err := s.group.PidsCurrent()
+	return int64(n), err
 }
 
 // Close kills every process of the sandbox and removes what it left: the
