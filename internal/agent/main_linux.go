@@ -35,6 +35,10 @@ func Main(args []string) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	}
+	if err := closeOnExecAbove2(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
+		os.Exit(1)
+	}
 	if len(args) > 1 && args[1] == "zygote" {
 		var cfg ZygoteConfig
 		if len(args) > 2 {
