@@ -156,7 +156,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 		CgroupFDs:   len(cgfds),
 		NoFile:      b.Rlimits.NoFile,
 		FSize:       b.Rlimits.FSize,
-		NProc:       b.Rlimits.NProc,
+		NProc:       nprocWithAgent(b.Rlimits.NProc),
 		AS:          b.Rlimits.AS,
 		MsgQueue:    b.Rlimits.MsgQueue,
 		Seccomp:     b.Hardening.Seccomp,
@@ -173,6 +173,22 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 		return nil, nil, err
 	}
 	return sp, z.notes, nil
+}
+
+// nprocWithAgent is the RLIMIT_NPROC that stands for the pids limit n
+// (when no cgroup can), plus the agent's own threads: since Linux 5.14
+// the kernel counts them with the commands', as the tasks of the
+// sandbox's root, where the cgroup limit leaves the agent out. Threads the
+// agent makes later come out of the commands' share.
+func nprocWithAgent(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return n
+	}
+	return n + uint64(len(tasks))
 }
 
 // restartingSpawner starts a new spawner if the previous one died (for

@@ -47,12 +47,6 @@ const (
 // the rest is headroom.
 const SpawnerTasks = 12
 
-// AgentTasks is how many tasks (threads) the agent may run. They are
-// outside the pids limit's cgroup, but where the limit falls back to
-// RLIMIT_NPROC, which counts every task of the sandbox's root, the
-// fallback leaves them this much room.
-const AgentTasks = 16
-
 // SpawnerSetupTimeout bounds the spawner's setup, from its start to its
 // ready message: a spawner that neither answers nor exits by then fails
 // the sandbox's start.
