@@ -11,13 +11,13 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-// TestDescriptorsNotInherited leaks descriptors into the supervisor as a
+// TestAttackDescriptorsNotInherited leaks descriptors into the supervisor as a
 // careless launcher would (a host directory and a pipe, not marked
 // close-on-exec) and lists, from inside a sandbox, every descriptor its
 // processes hold: commands get their standard streams and nothing else:
 // none of the launcher's, not the agent binary opened on the host, not
 // the spawner's socket to the agent.
-func TestDescriptorsNotInherited(t *testing.T) {
+func TestAttackDescriptorsNotInherited(t *testing.T) {
 	dirFD, err := syscall.Open(os.TempDir(), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -44,13 +44,13 @@ func hostBtime(t *testing.T) int64 {
 
 var bootIDForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// TestIdentityHostHidden reads, from inside sandboxes, everything that
+// TestAttackHostIdentity reads, from inside sandboxes, everything that
 // would tell which machine (and which boot of it) they run on: the
 // kernel's command line, the boot id, the boot time and the clocks that
 // count from it, the machine id, DMI and firmware data, the host's name
 // and the host's paths. Each sandbox must see values of its own, which
 // also tells two sandboxes on one host apart.
-func TestIdentityHostHidden(t *testing.T) {
+func TestAttackHostIdentity(t *testing.T) {
 	hostCmdline := hostFile(t, "/proc/cmdline")
 	hostBootID := strings.TrimSpace(hostFile(t, "/proc/sys/kernel/random/boot_id"))
 	hostMachineID := strings.TrimSpace(hostFile(t, "/etc/machine-id"))

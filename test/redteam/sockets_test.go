@@ -69,11 +69,11 @@ func errnoString(e int) string {
 	return fmt.Sprintf("%v (%s)", syscall.Errno(e), unix.ErrnoName(syscall.Errno(e)))
 }
 
-// TestSocketFamilies creates sockets of every family number from inside
+// TestAttackSocketFamilies creates sockets of every family number from inside
 // a sandbox: all but unix, inet, inet6 and netlink fail with
 // EAFNOSUPPORT, through socket and socketpair, whatever the type; netlink
 // opens only for routes and socket listings.
-func TestSocketFamilies(t *testing.T) {
+func TestAttackSocketFamilies(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		sb := box(t, lv, airlock.Config{})
 		var tries []socketTry
@@ -145,10 +145,10 @@ print(socket.if_nameindex())`)
 	})
 }
 
-// TestSocketFamiliesNetwork checks that a sandbox with a network has the
+// TestAttackSocketFamiliesNetwork checks that a sandbox with a network has the
 // same families (its interface changes nothing), and that ip and ss see
 // its interface through netlink.
-func TestSocketFamiliesNetwork(t *testing.T) {
+func TestAttackSocketFamiliesNetwork(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		sb := box(t, lv, airlock.Config{Network: &policy.Config{}})
 		var tries []socketTry
