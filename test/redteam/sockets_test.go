@@ -149,6 +149,7 @@ print(socket.if_nameindex())`)
 // same families (its interface changes nothing), and that ip and ss see
 // its interface through netlink.
 func TestAttackSocketFamiliesNetwork(t *testing.T) {
+	needNetwork(t)
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		sb := box(t, lv, airlock.Config{Network: &policy.Config{}})
 		var tries []socketTry
