@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	kernelpkg "github.com/airlock-sandbox/airlock/internal/kernel"
 )
 
 // readFile reads a file below root and trims surrounding white space.
@@ -52,21 +54,6 @@ func osRelease(root string) string {
 		}
 	}
 	return ""
-}
-
-// kernelAtLeast reports whether release (e.g. "6.8.0-45-generic") is at
-// least major.minor. Unparseable releases count as new enough.
-func kernelAtLeast(release string, major, minor int) bool {
-	parts := strings.SplitN(release, ".", 3)
-	if len(parts) < 2 {
-		return true
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	mnr, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	return maj > major || maj == major && mnr >= minor
 }
 
 // errnoText renders an error as "EPERM (operation not permitted)" when it
@@ -301,7 +288,7 @@ func landlockCheck(root, kernel string, abi func() (int, error)) Check {
 		}
 		c.Fix = "add landlock to the lsm= kernel parameter, e.g. lsm=" + list +
 			" (append it to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, reboot)"
-	case errors.Is(err, syscall.ENOSYS) && !kernelAtLeast(kernel, 5, 13):
+	case errors.Is(err, syscall.ENOSYS) && !kernelpkg.AtLeast(kernel, 5, 13):
 		c.Detail = "kernel " + kernel + " is older than 5.13, which introduced Landlock"
 		c.Fix = "upgrade to Linux 5.13 or newer"
 	case errors.Is(err, syscall.ENOSYS):

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	kernelpkg "github.com/airlock-sandbox/airlock/internal/kernel"
 )
 
 const (
@@ -324,8 +326,8 @@ func TestKernelAtLeast(t *testing.T) {
 		"5.13.0": true, "5.12.19": false, "4.19.0-26-amd64": false,
 		"6.18.44-fc-v595": true, "5.15.0-1051-azure": true, "garbage": true,
 	} {
-		if got := kernelAtLeast(release, 5, 13); got != want {
-			t.Errorf("kernelAtLeast(%q, 5, 13) = %v, want %v", release, got, want)
+		if got := kernelpkg.AtLeast(release, 5, 13); got != want {
+			t.Errorf("AtLeast(%q, 5, 13) = %v, want %v", release, got, want)
 		}
 	}
 }

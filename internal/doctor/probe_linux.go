@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/airlock-sandbox/airlock/internal/kernel"
+
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -24,19 +26,11 @@ func liveHost() *host {
 		goarch:   runtime.GOARCH,
 		uid:      os.Getuid(),
 		exe:      exe,
-		kernel:   unameRelease,
+		kernel:   kernel.Release,
 		userns:   probeUserns,
 		landlock: llsys.LandlockGetABIVersion,
 		seccomp:  probeSeccomp,
 	}
-}
-
-func unameRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 // probeUserns starts /bin/true in a new user namespace that maps the

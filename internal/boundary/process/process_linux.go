@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 	"github.com/airlock-sandbox/airlock/internal/diskfs"
 	"github.com/airlock-sandbox/airlock/internal/idalloc"
+	"github.com/airlock-sandbox/airlock/internal/kernel"
 	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
@@ -80,11 +81,15 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		s.notes = append(s.notes, fmt.Sprintf("memory, pids and CPU limits are not enforced by a cgroup: %v", cgErr))
 		if o.Limits.Pids > 0 {
 			// A per-user process count is the only fork-bomb brake
-			// without cgroups. Before Linux 5.14 it counts every task
-			// of this user on the host; since, the tasks of the
-			// sandbox's root in its user namespace, for which the agent
-			// adds its own threads (the cgroup limit leaves them out).
-			n := uint64(o.Limits.Pids) + uint64(userProcessCount())
+			// without cgroups. Since Linux 5.14 it counts the tasks of
+			// the sandbox's root in its own user namespace, to which
+			// the agent adds its own threads (the cgroup limit leaves
+			// them out); before, every task of this user on the host,
+			// which are counted here.
+			n := uint64(o.Limits.Pids)
+			if !kernel.AtLeast(kernel.Release(), 5, 14) {
+				n += uint64(userProcessCount())
+			}
 			boot.Rlimits.NProc = n
 			s.notes = append(s.notes, fmt.Sprintf("pids limit falls back to RLIMIT_NPROC=%d plus the agent's threads (it counts every task of the sandbox's root, and before Linux 5.14 every process of uid %d)", n, os.Getuid()))
 		}
