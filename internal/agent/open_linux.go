@@ -5,41 +5,7 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
-
-// openNoMagic opens p for reading without following /proc magic links
-// (such as /proc/self/fd/N or /proc/1/root): a symlink planted in the
-// sandbox must not make the agent hand the host one of its own
-// descriptors or another namespace's files.
-func openNoMagic(p string) (*os.File, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		// O_NONBLOCK: opening a FIFO must not wait for a writer.
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: p, Err: err}
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG, unix.S_IFDIR:
-	default:
-		// FIFOs, sockets and devices can block forever or never end.
-		unix.Close(fd)
-		return nil, agentproto.Errorf(agentproto.CodeInvalid, p+" is not a regular file")
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), p), nil
-}
 
 // outputPipe returns a pipe for a command's output: the read end
 // non-blocking and registered with the runtime poller (so its reads can be

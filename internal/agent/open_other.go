@@ -4,8 +4,6 @@ package agent
 
 import "os"
 
-func openNoMagic(p string) (*os.File, error) { return os.Open(p) }
-
 func outputPipe() (r, w *os.File, err error) { return os.Pipe() }
 
 // pending is 0: the agent runs on Linux only (see Main), this keeps the

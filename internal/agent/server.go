@@ -48,6 +48,14 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return err
 	}
 	defer devnull.Close()
+	// File operations resolve every path from the sandbox's root, which is
+	// the agent's own once the sandbox is prepared.
+	fsys, err := openSandboxFS("/")
+	if err != nil {
+		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
+		return err
+	}
+	defer fsys.Close()
 	if err := fc.Write(agentproto.Ready{Version: agentproto.Version, Notes: notes}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
@@ -56,7 +64,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool()}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -83,6 +91,8 @@ type server struct {
 	// devnull is the stdin of commands that get none from the host.
 	devnull *os.File
 	pipes   *pipePool
+	// fs carries out file operations inside the sandbox's root.
+	fs *sandboxFS
 }
 
 func (s *server) handle(ctx context.Context, st net.Conn) {
@@ -98,18 +108,9 @@ func (s *server) handle(ctx context.Context, st net.Conn) {
 		err = c.Write(agentproto.Msg{K: agentproto.KEnd})
 	case agentproto.OpExec:
 		err = s.exec(ctx, c, st, req.Exec)
-	case agentproto.OpWriteFile:
-		err = writeFile(c, &req)
-	case agentproto.OpReadFile:
-		err = readFile(c, &req)
-	case agentproto.OpListFiles:
-		err = listFiles(c, &req)
-	case agentproto.OpStat:
-		err = statFile(c, &req)
-	case agentproto.OpMkdir:
-		err = mkdir(c, &req)
-	case agentproto.OpRemove:
-		err = remove(c, &req)
+	case agentproto.OpWriteFile, agentproto.OpReadFile, agentproto.OpListFiles,
+		agentproto.OpStat, agentproto.OpMkdir, agentproto.OpRemove:
+		err = s.file(c, &req)
 	default:
 		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
 	}
