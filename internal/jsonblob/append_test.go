@@ -68,6 +68,29 @@ func TestAppendMarshal(t *testing.T) {
 	}
 }
 
+func TestAppendMarshalBlobs(t *testing.T) {
+	type result struct {
+		Stdout string `json:"stdout"`
+		Code   int    `json:"code"`
+		Stderr string `json:"stderr"`
+	}
+	out, errb := []byte("out\x00\xff"), []byte("err")
+	// In either order of the arguments.
+	for _, blobs := range [][]Blob{{{"stdout", out}, {"stderr", errb}}, {{"stderr", errb}, {"stdout", out}}} {
+		got, err := AppendMarshalBlobs([]byte("p:"), result{Code: 2}, blobs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(result{Stdout: base64.StdEncoding.EncodeToString(out), Code: 2, Stderr: base64.StdEncoding.EncodeToString(errb)})
+		if string(got) != "p:"+string(want) {
+			t.Errorf("AppendMarshalBlobs = %s, want p:%s", got, want)
+		}
+	}
+	if got, err := AppendMarshalBlobs([]byte("keep"), result{}, Blob{"stdout", out}, Blob{"stdout", out}); err == nil || string(got) != "keep" {
+		t.Errorf("a key given twice: %s, %v", got, err)
+	}
+}
+
 // TestBase64 compares the encoder and decoder with encoding/base64 at
 // sizes around the pieces' boundaries, with errors at various places.
 func TestBase64(t *testing.T) {

@@ -81,3 +81,28 @@ func FuzzBase64(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWriteText compares WriteText with encoding/json on any bytes, as
+// they come from a command's output.
+func FuzzWriteText(f *testing.F) {
+	f.Add([]byte("plain text\n"), false)
+	f.Add([]byte("\x00\x1b]52;c;aGk=\x07\"\\<>&\u2028\u2029\u009b\x7f\b\f"), true)
+	f.Add([]byte("bad \xff\xc2 \xe2\x80 \xed\xa0\x80 end\xf0"), false)
+	f.Fuzz(func(t *testing.T, text []byte, html bool) {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(html)
+		if err := enc.Encode(string(text)); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		got.WriteByte('"')
+		if err := WriteText(&got, text, html); err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString("\"\n")
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("WriteText(%q) = %s, want %s", text, got.Bytes(), want.Bytes())
+		}
+	})
+}
