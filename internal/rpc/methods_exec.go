@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
 // maxTimeoutSeconds bounds timeout_seconds to what a time.Duration holds.
@@ -121,7 +122,30 @@ func execOutcome(ctx context.Context, j *job, sbe *sandboxEntry, argv []string, 
 		// closed before it could report the exit.
 		res = &airlock.ExecResult{ExitCode: 128 + int(syscall.SIGKILL), Signal: int(syscall.SIGKILL), KilledBy: airlock.KilledBySignal, Duration: time.Since(start)}
 	}
-	return execResult(res, stream), nil
+	if stream {
+		return execResult(res, true), nil
+	}
+	return bufferedResult(res), nil
+}
+
+// bufferedOutput is an exec result with its buffered output: the output
+// members are always written (as "", for blobResult to fill) and come
+// first; they shadow the embedded result's own.
+type bufferedOutput struct {
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	api.ExecResult
+}
+
+// bufferedResult is the answer to an exec whose output was buffered. The
+// output goes into the response line as base64 without encoding/json
+// going over it, so a large output costs its encoding once, not the
+// several copies of a result marshaled whole.
+func bufferedResult(res *airlock.ExecResult) *blobResult {
+	return &blobResult{
+		v:     bufferedOutput{ExecResult: execResult(res, false)},
+		blobs: []jsonblob.Blob{{Key: "stdout", Data: res.Stdout}, {Key: "stderr", Data: res.Stderr}},
+	}
 }
 
 // execCommand checks exec params and builds the command; stdin is the
@@ -167,8 +191,8 @@ func execCommand(method string, p *api.ExecParams, stream bool) (airlock.Command
 	return cmd, stdin, nil
 }
 
-// execResult is res on the wire: with its output when buffered, marked
-// done when it ends a stream.
+// execResult is res on the wire without its output (bufferedResult adds
+// buffered output), marked done when it ends a stream.
 func execResult(res *airlock.ExecResult, stream bool) api.ExecResult {
 	r := api.ExecResult{
 		ExitCode:        res.ExitCode,
@@ -184,10 +208,6 @@ func execResult(res *airlock.ExecResult, stream bool) api.ExecResult {
 	if res.KilledBy != "" {
 		k := string(res.KilledBy)
 		r.KilledBy = &k
-	}
-	if !stream {
-		r.Stdout = base64.StdEncoding.EncodeToString(res.Stdout)
-		r.Stderr = base64.StdEncoding.EncodeToString(res.Stderr)
 	}
 	return r
 }

@@ -112,8 +112,7 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	// encoding/json going over it; then its memory is kept for reuse.
 	return &blobResult{
 		v:       api.ReadFileResult{Size: int64(len(buf.buf)), Mode: uint32(fi.Mode)},
-		key:     "content",
-		blob:    buf.buf,
+		blobs:   []jsonblob.Blob{{Key: "content", Data: buf.buf}},
 		recycle: true,
 	}, nil
 }

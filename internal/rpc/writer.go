@@ -66,15 +66,15 @@ const (
 	suffixLine   = "}\n"
 )
 
-// blobResult is a result with one large base64 field, which goes into
-// the response line without encoding/json scanning it: v must encode the
-// member key as "" (see jsonblob.AppendMarshal), and the line carries the
-// base64 of blob there instead. With recycle, nothing else refers to
-// blob: its memory is kept for reuse once encoded (jsonblob.Recycle).
+// blobResult is a result with large base64 fields, which go into the
+// response line without encoding/json scanning them: v must encode each
+// blob's member as "" (see jsonblob.AppendMarshal), and the line carries
+// the base64 of the blob there instead. With recycle, nothing else refers
+// to the blobs: their memory is kept for reuse once encoded
+// (jsonblob.Recycle).
 type blobResult struct {
 	v       any
-	key     string
-	blob    []byte
+	blobs   []jsonblob.Blob
 	recycle bool
 }
 
@@ -87,11 +87,17 @@ func (lw *lineWriter) reply(id json.RawMessage, result any) error {
 	if r, ok := result.(*blobResult); ok {
 		// The line is written into memory kept from an earlier large
 		// line if there is some, and kept in turn.
-		line := jsonblob.Buffer(len(prefixResult) + len(infixID) + len(id) + len(suffixLine) + 256 + base64.StdEncoding.EncodedLen(len(r.blob)))
+		n := len(prefixResult) + len(infixID) + len(id) + len(suffixLine) + 256
+		for _, b := range r.blobs {
+			n += base64.StdEncoding.EncodedLen(len(b.Data))
+		}
+		line := jsonblob.Buffer(n)
 		line = append(line, prefixResult...)
-		line, err := jsonblob.AppendMarshal(line, r.v, r.key, r.blob)
+		line, err := jsonblob.AppendMarshalBlobs(line, r.v, r.blobs...)
 		if r.recycle {
-			jsonblob.Recycle(r.blob)
+			for _, b := range r.blobs {
+				jsonblob.Recycle(b.Data)
+			}
 		}
 		if err != nil {
 			return lw.replyError(id, &api.Error{Code: api.CodeInternal, Message: "encode result: " + err.Error() + ": please report this bug"})
