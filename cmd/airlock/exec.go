@@ -113,11 +113,11 @@ func runExec(ctx context.Context, f *execFlags, prefix string, args []string) er
 		if err != nil {
 			var ce *client.Error
 			if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
-				return writeJSON(jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode(), Stderr: ce.Message + "\n"})
+				return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
 			}
 			return writeJSONError(err)
 		}
-		return writeJSON(jsonFromClient(sb.ID(), res))
+		return writeResult(os.Stdout, jsonFromClient(sb.ID(), res), res.Stdout, res.Stderr)
 	}
 	var stdin io.Reader
 	if useStdin {
@@ -190,8 +190,6 @@ func jsonFromClient(id string, r *client.Result) jsonResult {
 		PeakMemoryBytes: r.PeakMemoryBytes,
 		LimitsHit:       r.LimitsHit,
 	}
-	out.Stdout, out.StdoutEncoding = text(r.Stdout)
-	out.Stderr, out.StderrEncoding = text(r.Stderr)
 	if r.KilledBy != "" {
 		k := r.KilledBy
 		out.KilledBy = &k

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -313,32 +310,6 @@ func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, r
 	return exitFor(res)
 }
 
-// jsonResult is the shape printed by --json.
-type jsonResult struct {
-	SandboxID       string   `json:"sandbox_id"`
-	ExitCode        int      `json:"exit_code"`
-	Stdout          string   `json:"stdout"`
-	Stderr          string   `json:"stderr"`
-	StdoutEncoding  string   `json:"stdout_encoding,omitempty"`
-	StderrEncoding  string   `json:"stderr_encoding,omitempty"`
-	StdoutTruncated bool     `json:"stdout_truncated"`
-	StderrTruncated bool     `json:"stderr_truncated"`
-	DurationMs      int64    `json:"duration_ms"`
-	CPUTimeMs       int64    `json:"cpu_time_ms"`
-	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
-	KilledBy        *string  `json:"killed_by"`
-	Signal          *int     `json:"signal"`
-	LimitsHit       []string `json:"limits_hit,omitempty"`
-	Notes           []string `json:"notes,omitempty"`
-}
-
-func text(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
-}
-
 func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) error {
 	res, err := sb.Run(ctx, command)
 	if err != nil {
@@ -346,7 +317,7 @@ func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) 
 		if errors.As(err, &se) {
 			code := se.ExitCode()
 			msg := se.Err.Error() + "\n"
-			return writeJSON(jsonResult{SandboxID: sb.ID(), ExitCode: code, Stderr: msg, Notes: sb.Notes()})
+			return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: code, Notes: sb.Notes()}, nil, []byte(msg))
 		}
 		return writeJSONError(err)
 	}
@@ -361,8 +332,6 @@ func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) 
 		LimitsHit:       res.LimitsHit,
 		Notes:           sb.Notes(),
 	}
-	out.Stdout, out.StdoutEncoding = text(res.Stdout)
-	out.Stderr, out.StderrEncoding = text(res.Stderr)
 	if res.KilledBy != "" {
 		k := string(res.KilledBy)
 		out.KilledBy = &k
@@ -371,13 +340,7 @@ func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) 
 		s := res.Signal
 		out.Signal = &s
 	}
-	return writeJSON(out)
-}
-
-func writeJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return writeResult(os.Stdout, out, res.Stdout, res.Stderr)
 }
 
 func writeJSONError(err error) error {

@@ -25,6 +25,9 @@ import (
 var cliBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(rusageArgsEnv); spec != "" {
+		os.Exit(rusageMain(spec))
+	}
 	os.Exit(testMain(m))
 }
 
