@@ -116,7 +116,7 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 		if f.asJSON {
 			_ = writeJSON(map[string]any{"error": res.r.Error, "sandbox_id": res.r.ID})
 		} else {
-			fmt.Fprintf(os.Stderr, "airlock: %s\n", res.r.Error)
+			fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(res.r.Error))
 		}
 		code := res.r.ExitCode
 		if code == 0 {
@@ -129,7 +129,7 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 	}
 	if !f.quiet {
 		for _, n := range res.r.Notes {
-			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", n)
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
 		}
 	}
 	if _, err := fmt.Println(res.r.ID); err != nil {

@@ -59,7 +59,7 @@ func trySandbox(ctx context.Context, level string) error {
 		return fmt.Errorf("`true` exited with %d inside the sandbox", res.ExitCode)
 	}
 	for _, n := range sb.Notes() {
-		fmt.Fprintf(os.Stderr, "note: %s\n", n)
+		fmt.Fprintf(os.Stderr, "note: %s\n", termText(n))
 	}
 	return nil
 }

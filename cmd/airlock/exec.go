@@ -168,7 +168,7 @@ func (r remoteProcess) Resize(rows, cols uint16) error { return r.p.Resize(r.ctx
 func remoteStartFailure(err error) error {
 	var ce *client.Error
 	if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
-		fmt.Fprintf(os.Stderr, "airlock: %s\n", ce.Message)
+		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(ce.Message))
 		return exitError{ce.ExitCode()}
 	}
 	return err

@@ -41,18 +41,26 @@ func encodingOf(b []byte) string {
 	return "base64"
 }
 
-// jsonOut is standard output for JSON, buffered.
+// jsonOut is standard output for JSON: buffered, and with what a
+// terminal would act on escaped (see termSafeJSON).
 type jsonOut struct {
-	buf *bufio.Writer
+	buf  *bufio.Writer
+	safe *termSafeJSON
 }
 
 func newJSONOut(w io.Writer) *jsonOut {
-	return &jsonOut{buf: bufio.NewWriterSize(w, 64<<10)}
+	buf := bufio.NewWriterSize(w, 64<<10)
+	return &jsonOut{buf: buf, safe: &termSafeJSON{w: buf}}
 }
 
-func (o *jsonOut) Write(p []byte) (int, error) { return o.buf.Write(p) }
+func (o *jsonOut) Write(p []byte) (int, error) { return o.safe.Write(p) }
 
-func (o *jsonOut) Flush() error { return o.buf.Flush() }
+func (o *jsonOut) Flush() error {
+	if err := o.safe.Flush(); err != nil {
+		return err
+	}
+	return o.buf.Flush()
+}
 
 // marshalJSON is encoding/json's compact encoding of v, as writeJSON
 // writes it: no HTML escaping, a final newline.

@@ -32,6 +32,9 @@ func TestWriteResult(t *testing.T) {
 		if err := writeResult(&out, r, tc.stdout, tc.stderr); err != nil {
 			t.Fatal(err)
 		}
+		if c, ok := raw(out.String(), true); ok {
+			t.Errorf("%q reaches the terminal", c)
+		}
 		var got jsonResult
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 			t.Fatalf("not JSON: %v", err)

@@ -47,7 +47,7 @@ func main() {
 		// Nobody reads what would say so.
 		os.Exit(exitOutputGone)
 	default:
-		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
+		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(err.Error()))
 		os.Exit(125)
 	}
 }

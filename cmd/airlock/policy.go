@@ -82,7 +82,7 @@ func runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) e
 				return err
 			}
 			failed++
-			fmt.Fprintf(os.Stderr, "airlock: %s %s: %s\n", args[0], host, serverMessage(err))
+			fmt.Fprintf(os.Stderr, "airlock: %s %s: %s\n", args[0], termName(host), termText(serverMessage(err)))
 		}
 	}
 	allowed, denied, err := sb.Hosts(ctx)
@@ -129,5 +129,9 @@ func hostList(hosts []string) string {
 	if len(hosts) == 0 {
 		return "(none)"
 	}
-	return strings.Join(hosts, " ")
+	safe := make([]string, len(hosts))
+	for i, h := range hosts {
+		safe[i] = termName(h)
+	}
+	return strings.Join(safe, " ")
 }

@@ -228,7 +228,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	defer sb.Close()
 	if !f.quiet && !f.asJSON {
 		for _, n := range sb.Notes() {
-			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", n)
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
 		}
 	}
 	command := airlock.Command{Argv: args, Dir: f.workdir, Timeout: f.timeout}
@@ -259,7 +259,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 func startFailure(err error) error {
 	var se *airlock.StartError
 	if errors.As(err, &se) {
-		fmt.Fprintf(os.Stderr, "airlock: %v\n", se.Err)
+		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(se.Err.Error()))
 		return exitError{se.ExitCode()}
 	}
 	return err

@@ -66,7 +66,7 @@ func newListCmd() *cobra.Command {
 				return writeJSON(recs)
 			case quiet:
 				for _, r := range recs {
-					fmt.Println(r.ID)
+					fmt.Println(termName(r.ID))
 				}
 				return nil
 			}
@@ -82,7 +82,7 @@ func newListCmd() *cobra.Command {
 				if where == "/" {
 					where = "-" // not known: the record is damaged
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, statusText(r), where, state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termName(r.ID), termName(statusText(r)), termName(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -114,21 +114,21 @@ func statusText(r state.Record) string {
 func warnDamaged(recs ...state.Record) {
 	for _, r := range recs {
 		if r.Damaged != "" {
-			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", r.ID, r.Damaged)
+			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", termName(r.ID), termText(r.Damaged))
 		}
 	}
 }
 
 func commandText(r state.Record) string {
-	c := strings.Join(r.Command, " ")
+	c := termName(strings.Join(r.Command, " "))
 	switch {
 	case c == "" && r.Kind == state.KindRPC:
 		c = "(airlock rpc)"
 	case c == "":
 		c = "-"
 	}
-	if len(c) > 40 {
-		c = c[:39] + "…"
+	if r := []rune(c); len(r) > 40 {
+		c = string(r[:39]) + "…"
 	}
 	return c
 }
@@ -232,7 +232,7 @@ func forEach(ids []string, asJSON bool, done string, op func(id string) error) e
 			o.Error = err.Error()
 			failed++
 			if !asJSON {
-				fmt.Fprintf(os.Stderr, "airlock: %s: %v\n", id, err)
+				fmt.Fprintf(os.Stderr, "airlock: %s: %s\n", id, termText(err.Error()))
 			}
 		} else if !asJSON {
 			fmt.Println(id)
