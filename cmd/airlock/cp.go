@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,7 +25,13 @@ func newCpCmd() *cobra.Command {
 docker cp. One of SRC and DST is ID:PATH (the id may be abbreviated). When
 DST is an existing directory, SRC is copied into it under its own name.
 Symbolic links and special files inside a tree are skipped, with a
-warning.`,
+warning.
+
+Paths in the sandbox resolve inside its root: a symbolic link there never
+leads out of it, and kernel filesystems such as /proc and /sys are not
+reached (read them with airlock exec). Files copied out keep their
+permission bits less your umask, never setuid, setgid or sticky, and are
+written only under DST.`,
 		Example: `  airlock cp ./script.py sb-1a2b:/workspace/
   airlock cp sb-1a2b:/workspace/out ./out`,
 		Args: cobra.ExactArgs(2),
@@ -78,6 +86,9 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	if !fi.IsDir() {
 		return copyFileIn(ctx, sb, src, dst, fi)
 	}
+	// Each path is resolved by the agent inside the sandbox's root, so
+	// whatever the sandbox swaps under dst meanwhile, the copy lands in
+	// the sandbox, never outside it.
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -92,7 +103,10 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 			return err
 		}
 		if d.IsDir() {
-			return sb.Mkdir(ctx, target, info.Mode().Perm(), true)
+			if err := sb.Mkdir(ctx, target, info.Mode().Perm(), true); err != nil {
+				return fmt.Errorf("make %s in the sandbox: %w", termName(target), err)
+			}
+			return nil
 		}
 		return copyFileIn(ctx, sb, p, target, info)
 	})
@@ -100,7 +114,7 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 
 func copyFileIn(ctx context.Context, sb *client.Sandbox, src, dst string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
-		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", src)
+		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termName(src))
 		return nil
 	}
 	data, err := os.ReadFile(src)
@@ -108,79 +122,133 @@ func copyFileIn(ctx context.Context, sb *client.Sandbox, src, dst string, fi fs.
 		return err
 	}
 	if err := sb.WriteFile(ctx, dst, data, fi.Mode().Perm()); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+		return fmt.Errorf("copy %s to %s: %w", termName(src), termName(dst), err)
 	}
 	return nil
 }
 
+// maxCopyDepth bounds how deep a tree copied out may be: each level holds
+// a directory open.
+const maxCopyDepth = 256
+
+// copyOut copies src in the sandbox to dst here. Everything it writes is
+// created through an os.Root of the destination's directory, with names
+// that are single path elements, so nothing the sandbox names or links
+// leaves that directory. Files and directories are created with the
+// permission bits they have in the sandbox less this process's umask,
+// and never setuid, setgid or sticky: what a sandbox makes is not
+// privileged here.
 func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	st, err := sb.Stat(ctx, src)
 	if err != nil {
-		return fmt.Errorf("%s in the sandbox: %w", src, err)
+		return fmt.Errorf("%s in the sandbox: %w", termName(src), err)
 	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-		dst = filepath.Join(dst, path.Base(src))
+	dir, name := dst, path.Base(src)
+	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
+		dir, name = filepath.Dir(dst), filepath.Base(dst)
 	}
+	if !plainName(name) {
+		return fmt.Errorf("cannot name a copy of %s %q: give a destination that names the copy, such as ./out", termName(src), termName(name))
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open the destination directory: %w", err)
+	}
+	defer root.Close()
+	c := copier{ctx: ctx, sb: sb}
 	if !st.IsDir {
-		return copyFileOut(ctx, sb, src, dst, fs.FileMode(st.Mode), st.Link != "")
+		return c.fileOut(root, src, name, fs.FileMode(st.Mode), st.Link != "")
 	}
-	return copyDirOut(ctx, sb, src, dst, fs.FileMode(st.Mode))
+	return c.dirOut(root, src, name, fs.FileMode(st.Mode), 0)
 }
 
-func copyDirOut(ctx context.Context, sb *client.Sandbox, src, dst string, mode fs.FileMode) error {
-	if err := os.MkdirAll(dst, mode.Perm()|0o700); err != nil {
+// plainName reports whether name, from the sandbox, is one path element.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+type copier struct {
+	ctx context.Context
+	sb  *client.Sandbox
+}
+
+// dirOut copies the directory src into root as name.
+func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth int) error {
+	if depth >= maxCopyDepth {
+		return fmt.Errorf("%s in the sandbox is more than %d levels deep: copy a part of it", termName(src), maxCopyDepth)
+	}
+	entries, err := c.sb.ListFiles(c.ctx, src)
+	if err != nil {
+		if depth > 0 && errors.Is(err, fs.ErrPermission) {
+			// A directory the file operations do not reach, such as
+			// /proc: skip it as a special file.
+			fmt.Fprintf(os.Stderr, "airlock: skipping %s: %s\n", termName(src), termText(err.Error()))
+			return nil
+		}
+		return fmt.Errorf("list %s in the sandbox: %w", termName(src), err)
+	}
+	// Owner access to fill it; the umask applies.
+	if err := root.Mkdir(name, mode.Perm()|0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	entries, err := sb.ListFiles(ctx, src)
-	if err != nil {
-		return fmt.Errorf("list %s in the sandbox: %w", src, err)
+	if fi, err := root.Lstat(name); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("cannot copy the directory %s to %s: it exists and is not a directory", termName(src), termName(filepath.Join(root.Name(), name)))
 	}
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
 	for _, e := range entries {
-		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsRune(e.Name, '/') {
-			continue // never let a name from the sandbox leave dst
+		if !plainName(e.Name) {
+			continue // never let a name from the sandbox leave the directory
 		}
-		s, d := path.Join(src, e.Name), filepath.Join(dst, e.Name)
+		s := path.Join(src, e.Name)
 		if e.IsDir {
-			if err := copyDirOut(ctx, sb, s, d, fs.FileMode(e.Mode)); err != nil {
-				return err
-			}
-			continue
+			err = c.dirOut(sub, s, e.Name, fs.FileMode(e.Mode), depth+1)
+		} else {
+			err = c.fileOut(sub, s, e.Name, fs.FileMode(e.Mode), e.Link != "")
 		}
-		if err := copyFileOut(ctx, sb, s, d, fs.FileMode(e.Mode), e.Link != ""); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func copyFileOut(ctx context.Context, sb *client.Sandbox, src, dst string, mode fs.FileMode, link bool) error {
+// fileOut copies the regular file src into root as name, replacing what
+// is there, through a temporary file so that a failure leaves no partial
+// copy.
+func (c copier) fileOut(root *os.Root, src, name string, mode fs.FileMode, link bool) error {
 	if link || !mode.IsRegular() {
-		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", src)
+		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termName(src))
 		return nil
 	}
-	data, err := sb.ReadFile(ctx, src)
+	data, err := c.sb.ReadFile(c.ctx, src)
 	if err != nil {
-		return fmt.Errorf("read %s in the sandbox: %w", src, err)
+		return fmt.Errorf("read %s in the sandbox: %w", termName(src), err)
 	}
-	// Write through a temporary file so a failure leaves no partial copy,
-	// and never follow a symlink planted at the destination.
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".airlock-cp-*")
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := ".airlock-cp-" + hex.EncodeToString(r[:])
+	// O_EXCL: never through a symlink. Perm: no setuid, setgid or sticky
+	// bit; the kernel applies the umask.
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Chmod(mode.Perm()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	if err == nil {
+		err = root.Rename(tmp, name)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("copy %s to %s: %w", termName(src), termName(filepath.Join(root.Name(), name)), err)
 	}
-	return os.Rename(tmp.Name(), dst)
+	return nil
 }
