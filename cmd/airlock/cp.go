@@ -152,7 +152,7 @@ func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("open the destination directory: %w", err)
+		return fmt.Errorf("copy %s out: open the destination directory: %w", termName(src), err)
 	}
 	defer root.Close()
 	c := copier{ctx: ctx, sb: sb}
@@ -210,6 +210,12 @@ func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth 
 			err = c.dirOut(sub, s, e.Name, fs.FileMode(e.Mode), depth+1)
 		} else {
 			err = c.fileOut(sub, s, e.Name, fs.FileMode(e.Mode), e.Link != "")
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed since the listing, or named with bytes that are not
+			// UTF-8, which JSON-RPC cannot carry.
+			fmt.Fprintf(os.Stderr, "airlock: skipping %s: it is gone, or its name is not UTF-8\n", termName(s))
+			continue
 		}
 		if err != nil {
 			return err
