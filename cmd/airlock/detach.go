@@ -53,10 +53,6 @@ const maxSpecBytes = 4 << 20
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
 func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
-	if len(args) == 0 && f.timeout > 0 {
-		// No command to outlive: the timeout is the sandbox's lifetime.
-		cfg.Resources.TimeoutSeconds = int64(f.timeout / time.Second)
-	}
 	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
 	specR, specW, err := os.Pipe()
 	if err != nil {
@@ -186,10 +182,16 @@ func supervise(ctx context.Context) error {
 	if err != nil {
 		return fail(spec.ID, 125, err)
 	}
-	// Events reach the sessions on the control socket through a hub.
+	// Events reach the sessions on the control socket through a hub. The
+	// configuration recorded is the one asked for; the sandbox is made to
+	// outlive its main command's timeout.
 	hub := &rpc.Hub{}
-	spec.Config.OnEvent = hub.Publish
-	sb, err := airlock.CreateWithID(work, spec.ID, spec.Config)
+	cfg := spec.Config
+	if len(spec.Command) > 0 {
+		cfg = withCommandMargin(cfg, spec.Timeout)
+	}
+	cfg.OnEvent = hub.Publish
+	sb, err := airlock.CreateWithID(work, spec.ID, cfg)
 	if err != nil {
 		return fail(spec.ID, 125, err)
 	}

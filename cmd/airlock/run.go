@@ -136,9 +136,9 @@ func (f *runFlags) config() (airlock.Config, error) {
 		c.MaxOutputBytes = n
 	}
 	if f.timeout > 0 {
-		// The sandbox outlives the command by a margin so that the command's
-		// own timeout is what fires and is reported.
-		c.Resources.TimeoutSeconds = int64((f.timeout + 30*time.Second) / time.Second)
+		// As asked: a sandbox that runs a command outlives it by
+		// commandMargin, added where it is created (withCommandMargin).
+		c.Resources.TimeoutSeconds = int64((f.timeout + time.Second - 1) / time.Second)
 	}
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
@@ -154,6 +154,21 @@ func (f *runFlags) config() (airlock.Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// commandMargin is how long a sandbox that runs one command with a
+// timeout outlives that timeout, so that the command's own timeout is
+// what fires and is reported.
+const commandMargin = 30 * time.Second
+
+// withCommandMargin is cfg for creating a sandbox that runs one command
+// with timeout (0: none). cfg itself, as the user asked for it, is what
+// is recorded.
+func withCommandMargin(cfg airlock.Config, timeout time.Duration) airlock.Config {
+	if timeout > 0 {
+		cfg.Resources.TimeoutSeconds = int64((timeout + commandMargin) / time.Second)
+	}
+	return cfg
 }
 
 // parseBytes reads sizes such as 512, 512k, 64m, 2g (binary units).
@@ -218,7 +233,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	// Clean up after earlier supervisors that were killed, off the
 	// critical path.
 	go airlock.Sweep()
-	sb, err := airlock.Create(ctx, cfg)
+	sb, err := airlock.Create(ctx, withCommandMargin(cfg, f.timeout))
 	if err != nil {
 		if f.asJSON {
 			return writeJSONError(err)
