@@ -104,7 +104,7 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 		}
 		if d.IsDir() {
 			if err := sb.Mkdir(ctx, target, info.Mode().Perm(), true); err != nil {
-				return fmt.Errorf("make %s in the sandbox: %w", termName(target), err)
+				return fmt.Errorf("make %s in the sandbox: %w", termText(target), err)
 			}
 			return nil
 		}
@@ -114,7 +114,7 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 
 func copyFileIn(ctx context.Context, sb *client.Sandbox, src, dst string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
-		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termName(src))
+		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termText(src))
 		return nil
 	}
 	data, err := os.ReadFile(src)
@@ -122,7 +122,7 @@ func copyFileIn(ctx context.Context, sb *client.Sandbox, src, dst string, fi fs.
 		return err
 	}
 	if err := sb.WriteFile(ctx, dst, data, fi.Mode().Perm()); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", termName(src), termName(dst), err)
+		return fmt.Errorf("copy %s to %s: %w", termText(src), termText(dst), err)
 	}
 	return nil
 }
@@ -141,18 +141,18 @@ const maxCopyDepth = 256
 func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	st, err := sb.Stat(ctx, src)
 	if err != nil {
-		return fmt.Errorf("%s in the sandbox: %w", termName(src), err)
+		return fmt.Errorf("%s in the sandbox: %w", termText(src), err)
 	}
 	dir, name := dst, path.Base(src)
 	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
 		dir, name = filepath.Dir(dst), filepath.Base(dst)
 	}
 	if !plainName(name) {
-		return fmt.Errorf("cannot name a copy of %s %q: give a destination that names the copy, such as ./out", termName(src), termName(name))
+		return fmt.Errorf("cannot name a copy of %s %q: give a destination that names the copy, such as ./out", termText(src), termText(name))
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("copy %s out: open the destination directory: %w", termName(src), err)
+		return fmt.Errorf("copy %s out: open the destination directory: %w", termText(src), err)
 	}
 	defer root.Close()
 	c := copier{ctx: ctx, sb: sb}
@@ -175,17 +175,17 @@ type copier struct {
 // dirOut copies the directory src into root as name.
 func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth int) error {
 	if depth >= maxCopyDepth {
-		return fmt.Errorf("%s in the sandbox is more than %d levels deep: copy a part of it", termName(src), maxCopyDepth)
+		return fmt.Errorf("%s in the sandbox is more than %d levels deep: copy a part of it", termText(src), maxCopyDepth)
 	}
 	entries, err := c.sb.ListFiles(c.ctx, src)
 	if err != nil {
 		if depth > 0 && errors.Is(err, fs.ErrPermission) {
 			// A directory the file operations do not reach, such as
 			// /proc: skip it as a special file.
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: %s\n", termName(src), termText(err.Error()))
+			fmt.Fprintf(os.Stderr, "airlock: skipping %s: %s\n", termText(src), termText(err.Error()))
 			return nil
 		}
-		return fmt.Errorf("list %s in the sandbox: %w", termName(src), err)
+		return fmt.Errorf("list %s in the sandbox: %w", termText(src), err)
 	}
 	// Owner access to fill it; the umask applies.
 	if err := root.Mkdir(name, mode.Perm()|0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -194,7 +194,7 @@ func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth 
 	if fi, err := root.Lstat(name); err != nil {
 		return err
 	} else if !fi.IsDir() {
-		return fmt.Errorf("cannot copy the directory %s to %s: it exists and is not a directory", termName(src), termName(filepath.Join(root.Name(), name)))
+		return fmt.Errorf("cannot copy the directory %s to %s: it exists and is not a directory", termText(src), termText(filepath.Join(root.Name(), name)))
 	}
 	sub, err := root.OpenRoot(name)
 	if err != nil {
@@ -214,7 +214,7 @@ func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth 
 		if errors.Is(err, fs.ErrNotExist) {
 			// Removed since the listing, or named with bytes that are not
 			// UTF-8, which JSON-RPC cannot carry.
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: it is gone, or its name is not UTF-8\n", termName(s))
+			fmt.Fprintf(os.Stderr, "airlock: skipping %s: it is gone, or its name is not UTF-8\n", termText(s))
 			continue
 		}
 		if err != nil {
@@ -229,12 +229,12 @@ func (c copier) dirOut(root *os.Root, src, name string, mode fs.FileMode, depth 
 // copy.
 func (c copier) fileOut(root *os.Root, src, name string, mode fs.FileMode, link bool) error {
 	if link || !mode.IsRegular() {
-		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termName(src))
+		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file\n", termText(src))
 		return nil
 	}
 	data, err := c.sb.ReadFile(c.ctx, src)
 	if err != nil {
-		return fmt.Errorf("read %s in the sandbox: %w", termName(src), err)
+		return fmt.Errorf("read %s in the sandbox: %w", termText(src), err)
 	}
 	var r [8]byte
 	_, _ = rand.Read(r[:])
@@ -254,7 +254,7 @@ func (c copier) fileOut(root *os.Root, src, name string, mode fs.FileMode, link 
 	}
 	if err != nil {
 		_ = root.Remove(tmp)
-		return fmt.Errorf("copy %s to %s: %w", termName(src), termName(filepath.Join(root.Name(), name)), err)
+		return fmt.Errorf("copy %s to %s: %w", termText(src), termText(filepath.Join(root.Name(), name)), err)
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) e
 				return err
 			}
 			failed++
-			fmt.Fprintf(os.Stderr, "airlock: %s %s: %s\n", args[0], termName(host), termText(serverMessage(err)))
+			fmt.Fprintf(os.Stderr, "airlock: %s %s: %s\n", args[0], termText(host), termText(serverMessage(err)))
 		}
 	}
 	allowed, denied, err := sb.Hosts(ctx)
@@ -131,7 +131,7 @@ func hostList(hosts []string) string {
 	}
 	safe := make([]string, len(hosts))
 	for i, h := range hosts {
-		safe[i] = termName(h)
+		safe[i] = termText(h)
 	}
 	return strings.Join(safe, " ")
 }

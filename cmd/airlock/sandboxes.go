@@ -66,7 +66,7 @@ func newListCmd() *cobra.Command {
 				return writeJSON(recs)
 			case quiet:
 				for _, r := range recs {
-					fmt.Println(termName(r.ID))
+					fmt.Println(termText(r.ID))
 				}
 				return nil
 			}
@@ -82,7 +82,7 @@ func newListCmd() *cobra.Command {
 				if where == "/" {
 					where = "-" // not known: the record is damaged
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termName(r.ID), termName(statusText(r)), termName(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -114,13 +114,13 @@ func statusText(r state.Record) string {
 func warnDamaged(recs ...state.Record) {
 	for _, r := range recs {
 		if r.Damaged != "" {
-			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", termName(r.ID), termText(r.Damaged))
+			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", termText(r.ID), termText(r.Damaged))
 		}
 	}
 }
 
 func commandText(r state.Record) string {
-	c := termName(strings.Join(r.Command, " "))
+	c := termText(strings.Join(r.Command, " "))
 	switch {
 	case c == "" && r.Kind == state.KindRPC:
 		c = "(airlock rpc)"

@@ -11,39 +11,20 @@ import (
 // errors relayed from the agent, records. Written raw, its escape
 // sequences would reach the user's terminal (set the title, redraw the
 // screen, write the clipboard with OSC 52). Every such message goes
-// through termText or termName; JSON output through termSafeJSON. A
+// through termText; JSON output through termSafeJSON. A
 // command's own output (run, exec, attach, logs) passes through as it is.
 
 // termText returns s with every character a terminal could act on written
-// as a visible escape: C0 controls other than newline and tab as \x1b,
-// DEL as \x7f, C1 controls (U+0080 to U+009F, CSI among them) as \u009b,
-// bytes that are not UTF-8 as \xff, and the controls that reorder or split
-// lines (bidi overrides, U+2028, U+2029) as \u202e. Everything else is kept.
-func termText(s string) string { return escapeTerm(s, true) }
-
-// termName is termText for a name that must stay on one line: newlines
-// and tabs are escaped too, so a name cannot forge a line of output.
-func termName(s string) string { return escapeTerm(s, false) }
-
-// termSafeRune says whether r may reach a terminal as it is.
-func termSafeRune(r rune, keepLines bool) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return keepLines
-	case r < 0x20, r >= 0x7f && r <= 0x9f:
-		return false
-	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e,
-		r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
-		return false
-	}
-	return true
-}
-
-func escapeTerm(s string, keepLines bool) string {
+// as a visible escape: C0 controls (newline and tab included, so that a
+// name cannot forge a line of output) as \x1b, DEL as \x7f, C1 controls
+// (U+0080 to U+009F, CSI among them) as \u009b, bytes that are not UTF-8
+// as \xff, and the controls that reorder or split lines (bidi overrides,
+// U+2028, U+2029) as \u202e. Everything else is kept.
+func termText(s string) string {
 	i := 0
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || !termSafeRune(r, keepLines) {
+		if (r == utf8.RuneError && n == 1) || !termSafeRune(r) {
 			break
 		}
 		i += n
@@ -59,7 +40,7 @@ func escapeTerm(s string, keepLines bool) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case termSafeRune(r, keepLines):
+		case termSafeRune(r):
 			b.WriteString(s[i : i+n])
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
@@ -69,6 +50,18 @@ func escapeTerm(s string, keepLines bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// termSafeRune says whether r may reach a terminal as it is.
+func termSafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return false
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e,
+		r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
+		return false
+	}
+	return true
 }
 
 // termSafeJSON passes JSON through to w with the characters that
@@ -137,7 +130,7 @@ func (t *termSafeJSON) emit(p []byte) error {
 			continue
 		}
 		r, n := utf8.DecodeRune(p[i:])
-		if c == 0x7f || (n > 1 && !termSafeRune(r, true)) {
+		if c == 0x7f || (n > 1 && !termSafeRune(r)) {
 			if _, err := t.w.Write(p[start:i]); err != nil {
 				return err
 			}

@@ -65,6 +65,12 @@ func clean(t *testing.T, what string, r cliResult) {
 		if c, bad := terminalControl(out.b); bad {
 			t.Errorf("%s: its %s carries %s", what, out.name, c)
 		}
+		// A name with a newline must not forge a line of airlock's own.
+		for line := range strings.Lines(string(out.b)) {
+			if strings.HasPrefix(line, "airlock: forged line") {
+				t.Errorf("%s: its %s has a line forged by a name: %q", what, out.name, line)
+			}
+		}
 	}
 }
 
