@@ -104,6 +104,8 @@ func pathError(op, p string, err error) error {
 		return agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("%s %s: the path changed while it was resolved: retry", op, p))
 	case errors.Is(err, unix.EAGAIN):
 		return agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("%s %s: the path kept changing while it was resolved: retry", op, p))
+	case errors.Is(err, unix.ENOSYS):
+		return agentproto.Errorf(agentproto.CodeInternal, fmt.Sprintf("%s %s: this kernel has no openat2, which file operations need to resolve paths safely inside the sandbox (Linux 5.6 or later)", op, p))
 	}
 	return &os.PathError{Op: op, Path: p, Err: err}
 }
