@@ -78,6 +78,53 @@ func TestReadFileCut(t *testing.T) {
 	}
 }
 
+// TestRunCut checks Run on large results, cut or not: the output is what
+// encoding/json decodes, whatever the line looks like.
+func TestRunCut(t *testing.T) {
+	out, errb := randomBytes(400<<10, 3), randomBytes(300<<10, 4)
+	o64, e64 := base64.StdEncoding.EncodeToString(out), base64.StdEncoding.EncodeToString(errb)
+	pad := strings.Repeat("p", contentCutMin)
+	for _, tc := range []struct {
+		name             string
+		result           string
+		wantOut, wantErr []byte // nil wantOut: an error
+	}{
+		{"both", `{"stdout":"` + o64 + `","stderr":"` + e64 + `","exit_code":3}`, out, errb},
+		{"stderr first", `{"stderr":"` + e64 + `","exit_code":3,"stdout":"` + o64 + `"}`, out, errb},
+		{"empty stderr", `{"stdout":"` + o64 + `","stderr":"","exit_code":3}`, out, []byte{}},
+		{"no stderr", `{"stdout":"` + o64 + `","exit_code":3}`, out, []byte{}},
+		{"small", `{"pad":"` + pad + `","stdout":"QUJD","stderr":"","exit_code":3}`, []byte("ABC"), []byte{}},
+		{"escapes", `{"stdout":"` + strings.ReplaceAll(o64, "/", `\/`) + `","stderr":"` + e64 + `","exit_code":3}`, out, errb},
+		{"duplicate", `{"stdout":"` + o64 + `","stdout":"QUJD","stderr":"","exit_code":3}`, []byte("ABC"), []byte{}},
+		{"invalid base64", `{"stdout":"` + o64[:1000] + `*` + o64[1001:] + `","stderr":"","exit_code":3}`, nil, nil},
+		{"invalid stderr", `{"stdout":"` + o64 + `","stderr":"` + e64[:10] + `*","exit_code":3}`, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, f := newFake(t, Options{})
+			type res struct {
+				r   *Result
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				r, err := c.Sandbox("sb").Run(testCtx(t), api.ExecParams{Argv: []string{"x"}})
+				done <- res{r, err}
+			}()
+			r := f.expect(t, api.MethodExec)
+			f.rawLine(`{"jsonrpc":"2.0","result":` + tc.result + `,"id":` + string(r.ID) + `}`)
+			got := <-done
+			switch {
+			case tc.wantOut == nil && got.err == nil:
+				t.Errorf("Run = %d bytes, want an error", len(got.r.Stdout))
+			case tc.wantOut != nil && got.err != nil:
+				t.Errorf("Run: %v", got.err)
+			case tc.wantOut != nil && (!bytes.Equal(got.r.Stdout, tc.wantOut) || !bytes.Equal(got.r.Stderr, tc.wantErr) || got.r.ExitCode != 3):
+				t.Errorf("Run = %d and %d bytes, exit %d; want %d and %d bytes, exit 3", len(got.r.Stdout), len(got.r.Stderr), got.r.ExitCode, len(tc.wantOut), len(tc.wantErr))
+			}
+		})
+	}
+}
+
 // TestCallReadFileWhole checks that a call that does not take the content
 // cut out (Call) gets the whole result of a large read_file.
 func TestCallReadFileWhole(t *testing.T) {

@@ -129,12 +129,14 @@ type message struct {
 	Result json.RawMessage `json:"result"`
 	Error  *wireError      `json:"error"`
 
-	// content is, for a large response whose call takes it that way, the
-	// text of its result's "content" string, cut out of the line (Result
-	// holds "content":"" instead). It has no escapes: its text is its
-	// value. line is the line it is part of, which nothing else refers
-	// to: the call may recycle it (jsonblob.Recycle) once done.
-	content, line []byte
+	// cut is, for a large response whose call takes it that way, the
+	// text of each of its result's strings that the call names
+	// (simpleCall.cut), cut out of the line (Result holds "" there
+	// instead). They have no escapes: their text is their value. line is
+	// the line they are part of, which nothing else refers to: the call
+	// may recycle it (jsonblob.Recycle) once done.
+	cut  [][]byte
+	line []byte
 }
 
 // wireError is api.Error with its data kept raw.
@@ -380,11 +382,12 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	return c.call(ctx, method, params, result)
 }
 
-// simpleCall waits for the one response of a request. With cut, it takes
-// a large response with its result's content cut out (message.content).
+// simpleCall waits for the one response of a request. It takes a large
+// response with its result's members named in cut cut out
+// (message.cut).
 type simpleCall struct {
 	ch  chan callResult
-	cut bool
+	cut []string
 }
 
 type callResult struct {
@@ -400,17 +403,18 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	if err != nil {
 		return fmt.Errorf("airlock %s: encoding params: %w", method, err)
 	}
-	_, _, err = c.roundTrip(ctx, method, appendParams(requestHead(nil, method, len(raw)), raw), raw, result, false)
+	_, _, err = c.roundTrip(ctx, method, appendParams(requestHead(nil, method, len(raw)), raw), raw, result, nil)
 	return err
 }
 
 // roundTrip sends a request line (see requestHead) and decodes the result
 // of its response into result (unless nil). params are the encoded
 // params when the request is an exec (nil otherwise), to cancel it. With
-// cut, a large response may come with its result's "content" cut out: it
-// returns that string's text, and result then holds "" there; and the
-// line it is part of, which the caller may recycle once done with it.
-func (c *Client) roundTrip(ctx context.Context, method string, line []byte, params json.RawMessage, result any, cut bool) (content, buf []byte, err error) {
+// cut, a large response may come with those members of its result cut
+// out: it returns their strings' text, in the order of cut, and result
+// then holds "" there; and the line they are part of, which the caller
+// may recycle once done with it.
+func (c *Client) roundTrip(ctx context.Context, method string, line []byte, params json.RawMessage, result any, cut []string) (texts [][]byte, buf []byte, err error) {
 	sc := &simpleCall{ch: make(chan callResult, 1), cut: cut}
 	id, err := c.sendLine(ctx, method, line, sc)
 	if err != nil {
@@ -430,7 +434,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, line []byte, para
 				return nil, nil, fmt.Errorf("airlock %s: decoding the server's result: %w", method, err)
 			}
 		}
-		return r.msg.content, r.msg.line, nil
+		return r.msg.cut, r.msg.line, nil
 	case <-ctx.Done():
 		c.forget(id)
 		if method == api.MethodExec {
@@ -705,35 +709,55 @@ func (c *Client) routeLine(line []byte) error {
 // its result's content cut out rather than be decoded whole.
 const contentCutMin = 256 << 10
 
-// cutResponse hands a large response to a call that takes its result's
-// content cut out (read_file), with that content undecoded: most of the
-// line is its base64, which encoding/json would go over several times.
-// It reports false, having done nothing, for any other line; jsonblob.Cut
-// cuts only when the outcome is certain to be the same.
+// cutResponse hands a large response to a call that takes members of its
+// result cut out (read_file's content, exec's output), with those
+// undecoded: most of the line is their base64, which encoding/json would
+// go over several times. It reports false, having done nothing, for any
+// other line; jsonblob.Cut cuts only when the outcome is certain to be
+// the same.
 func (c *Client) cutResponse(line []byte) bool {
-	rest, raw, ok := jsonblob.Cut(line, "result", "content")
-	if !ok {
-		return false
+	// Which call the line answers, from its id, found by cutting the
+	// first member a call may take.
+	for _, first := range []string{"content", "stdout"} {
+		rest, raw, ok := jsonblob.Cut(line, "result", first)
+		if !ok {
+			continue
+		}
+		var m message
+		if json.Unmarshal(rest, &m) != nil || m.Method != "" {
+			return false
+		}
+		id, ok := parseID(m.ID)
+		if !ok {
+			return false
+		}
+		c.mu.Lock()
+		p := c.pending[id]
+		c.mu.Unlock()
+		sc, ok := p.(*simpleCall)
+		if !ok || len(sc.cut) == 0 || sc.cut[0] != first {
+			return false
+		}
+		texts := [][]byte{raw}
+		for _, key := range sc.cut[1:] {
+			if rest, raw, ok = jsonblob.Cut(rest, "result", key); !ok {
+				return false
+			}
+			texts = append(texts, raw)
+		}
+		if len(sc.cut) > 1 {
+			m = message{}
+			if json.Unmarshal(rest, &m) != nil {
+				return false
+			}
+		}
+		m.cut, m.line = texts, line
+		if p.deliver(&m) {
+			c.forgetCall(id, p)
+		}
+		return true
 	}
-	var m message
-	if json.Unmarshal(rest, &m) != nil || m.Method != "" {
-		return false
-	}
-	id, ok := parseID(m.ID)
-	if !ok {
-		return false
-	}
-	c.mu.Lock()
-	p := c.pending[id]
-	c.mu.Unlock()
-	if sc, ok := p.(*simpleCall); !ok || !sc.cut {
-		return false
-	}
-	m.content, m.line = raw, line
-	if p.deliver(&m) {
-		c.forgetCall(id, p)
-	}
-	return true
+	return false
 }
 
 // forgetCall drops the pending call of id if it is still p.

@@ -102,6 +102,18 @@ func newResult(r *api.ExecResult) (*Result, error) {
 	return res, nil
 }
 
+// decodeCut is decodeBase64 of text cut out of a response line: the same
+// bytes, or the same error.
+func decodeCut(what string, text []byte) ([]byte, error) {
+	if len(text) == 0 {
+		return nil, nil
+	}
+	if b, err := jsonblob.DecodeString(text); err == nil {
+		return b, nil
+	}
+	return decodeBase64(what, string(text))
+}
+
 func decodeBase64(what, s string) ([]byte, error) {
 	if s == "" {
 		return nil, nil
@@ -126,11 +138,25 @@ func (s *Sandbox) Exec(ctx context.Context, command string) (*Result, error) {
 func (s *Sandbox) Run(ctx context.Context, params api.ExecParams) (*Result, error) {
 	s.setID(&params.SandboxID)
 	params.Mode = ""
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("airlock %s: encoding params: %w", api.MethodExec, err)
+	}
+	// A large output comes cut out of the response line, as base64 text,
+	// rather than decoded by encoding/json into several copies.
 	var r api.ExecResult
-	if err := s.c.call(ctx, api.MethodExec, params, &r); err != nil {
+	cut, line, err := s.c.roundTrip(ctx, api.MethodExec, appendParams(requestHead(nil, api.MethodExec, len(raw)), raw), raw, &r, []string{"stdout", "stderr"})
+	if err != nil {
 		return nil, err
 	}
 	res, err := newResult(&r)
+	if err == nil && cut != nil {
+		if res.Stdout, err = decodeCut("stdout", cut[0]); err == nil {
+			res.Stderr, err = decodeCut("stderr", cut[1])
+		}
+		// Nothing else refers to the line: keep its memory for the next.
+		jsonblob.Recycle(line)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("airlock exec: %w", err)
 	}
@@ -157,7 +183,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 	if err != nil {
 		return fmt.Errorf("airlock %s: encoding params: %w", api.MethodWriteFile, err)
 	}
-	_, _, err = s.c.roundTrip(ctx, api.MethodWriteFile, line, nil, nil, false)
+	_, _, err = s.c.roundTrip(ctx, api.MethodWriteFile, line, nil, nil, nil)
 	jsonblob.Recycle(line)
 	return err
 }
@@ -174,16 +200,13 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	// A large file's content comes cut out of the response line, as its
 	// base64 text.
 	var r api.ReadFileResult
-	content, line, err := s.c.roundTrip(ctx, api.MethodReadFile, appendParams(requestHead(nil, api.MethodReadFile, len(raw)), raw), nil, &r, true)
+	cut, line, err := s.c.roundTrip(ctx, api.MethodReadFile, appendParams(requestHead(nil, api.MethodReadFile, len(raw)), raw), nil, &r, []string{"content"})
 	if err != nil {
 		return nil, err
 	}
 	var b []byte
-	if content != nil {
-		if b, err = jsonblob.DecodeString(content); err != nil {
-			// The same error as from the decoded result.
-			b, err = decodeBase64("file content", string(content))
-		}
+	if cut != nil {
+		b, err = decodeCut("file content", cut[0])
 		// Nothing else refers to the line: keep its memory for the next.
 		jsonblob.Recycle(line)
 	} else {
