@@ -150,11 +150,13 @@ func rusageMain(spec string) int {
 
 // TestExecJSONSupervisorMemory: a detached sandbox's supervisor answers
 // an exec --json of 16 MiB of output with memory for the output and its
-// base64, not for several copies of the result marshaled whole.
+// base64, not for several copies of the result marshaled whole; and the
+// CLI takes the output out of the response without decoding it into
+// several copies either.
 func TestExecJSONSupervisorMemory(t *testing.T) {
 	t.Parallel()
 	const big, small = 16 << 20, 16 << 10
-	hwm := func(source string, n int) int64 {
+	hwm := func(source string, n int) (supervisor, cli int64) {
 		r := runCLI(t, nil, "run", "-d", "--timeout", "5m")
 		id := strings.TrimSpace(r.stdout)
 		if r.code != 0 || id == "" {
@@ -167,10 +169,17 @@ func TestExecJSONSupervisorMemory(t *testing.T) {
 		if err := json.Unmarshal([]byte(runCLI(t, nil, "get", id).stdout), &rec); err != nil || rec.Supervisor.PID == 0 {
 			t.Fatalf("get %s: %v", id, err)
 		}
-		r = runCLI(t, nil, "exec", "--json", id, "--", "head", "-c", fmt.Sprint(n), source)
+		out, cli := peakRSS(t, cliBin, "exec", "--json", id, "--", "head", "-c", fmt.Sprint(n), source)
 		var res jsonResult
-		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-			t.Fatalf("exec --json of %d bytes of %s: %v (%s)", n, source, err, r.stderr)
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("exec --json of %d bytes of %s: %v", n, source, err)
+		}
+		b := []byte(res.Stdout)
+		if res.StdoutEncoding == "base64" {
+			b, _ = base64.StdEncoding.DecodeString(res.Stdout)
+		}
+		if len(b) != n {
+			t.Fatalf("exec --json of %d bytes of %s: %d bytes back", n, source, len(b))
 		}
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", rec.Supervisor.PID))
 		if err != nil {
@@ -185,16 +194,23 @@ func TestExecJSONSupervisorMemory(t *testing.T) {
 		if kib == 0 {
 			t.Fatalf("no VmHWM in the supervisor's status:\n%s", status)
 		}
-		return kib << 10
+		return kib << 10, cli
 	}
 	for _, source := range []string{"/dev/zero", "/dev/urandom"} {
-		base, large := hwm(source, small), hwm(source, big)
-		t.Logf("%s: the supervisor's peak RSS is %d MiB with 16 KiB of output, %d MiB with 16 MiB", source, base>>20, large>>20)
+		base, baseCLI := hwm(source, small)
+		large, largeCLI := hwm(source, big)
+		t.Logf("%s: peak RSS of the supervisor %d MiB with 16 KiB of output, %d MiB with 16 MiB; of the CLI %d and %d MiB", source, base>>20, large>>20, baseCLI>>20, largeCLI>>20)
 		// The output kept, its base64 in the response line, and garbage
 		// collection's slack: at most six times the output, where
 		// marshaling the result whole took ten.
 		if large-base > 6*big {
 			t.Errorf("%s: 16 MiB of output took the supervisor from %d MiB to %d MiB: more than 96 MiB beyond its 16 KiB run", source, base>>20, large>>20)
+		}
+		// The response line, the output decoded from it and the result
+		// printed a piece at a time: at most four times the output,
+		// where decoding the response whole took seven.
+		if largeCLI-baseCLI > 4*big {
+			t.Errorf("%s: 16 MiB of output took the CLI from %d MiB to %d MiB: more than 64 MiB beyond its 16 KiB run", source, baseCLI>>20, largeCLI>>20)
 		}
 	}
 }
