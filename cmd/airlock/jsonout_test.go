@@ -88,11 +88,12 @@ func TestJSONOutputMemory(t *testing.T) {
 		}
 		base, large := peak(small), peak(big)
 		t.Logf("%s: peak RSS %d MiB with 16 KiB of output, %d MiB with 16 MiB", source, base>>20, large>>20)
-		// The output kept, the buffer it grew in and the garbage of the
-		// pieces: at most three times its size, where encoding the
-		// result whole took twenty.
-		if large-base > 3*big {
-			t.Errorf("%s: 16 MiB of output took the CLI from %d MiB to %d MiB: more than 48 MiB beyond its 16 KiB run", source, base>>20, large>>20)
+		// The output kept, the buffer it grew in, the garbage of the
+		// pieces and what the collector lets pile up before it runs
+		// (which varies from run to run): at most four times its size,
+		// where encoding the result whole took twenty-five.
+		if large-base > 4*big {
+			t.Errorf("%s: 16 MiB of output took the CLI from %d MiB to %d MiB: more than 64 MiB beyond its 16 KiB run", source, base>>20, large>>20)
 		}
 	}
 }
