@@ -105,7 +105,7 @@ func fileHint(kind string) string {
 	case "exists":
 		return "remove it first or choose another path"
 	case "permission":
-		return "commands run as an unprivileged user: use a path under /workspace or /tmp"
+		return "the path is read-only (the system directories are) or closed to file operations (/proc and other kernel file systems: read them with a command): use a path under /workspace or /tmp"
 	case "is_dir":
 		return "it is a directory: list it with list_files, or remove it with recursive true"
 	case "not_dir":
