@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,37 +93,47 @@ func applyHostMask(m *HostMask) ([]string, error) {
 }
 
 // maskProcFiles binds a read-only file with the given content over each
-// path. The files live on a tmpfs of their own that is detached once they
-// are bound, so no path in the sandbox leads to them but the masked ones.
-// The directory it is mounted on for the while is made in /dev, which the
-// agent built and nothing else uses yet.
+// path. Each file is made in /dev, which the agent built and nothing uses
+// yet, and unlinked once it is bound, so no path in the sandbox leads to
+// it but the masked one. (A tmpfs of their own would cost a mount and an
+// unmount, whose wait for RCU readers is most of the price.)
 func maskProcFiles(files map[string]string) error {
-	dir, err := os.MkdirTemp("/dev", ".airlock-mask-")
-	if err != nil {
-		return fmt.Errorf("mask host identity: %w", err)
-	}
-	defer os.Remove(dir)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16k,nr_inodes=16,mode=0755"); err != nil {
-		return fmt.Errorf("mask host identity: mount a tmpfs: %w", err)
-	}
-	defer unix.Unmount(dir, unix.MNT_DETACH)
 	for target, content := range files {
 		if _, err := os.Lstat(target); err != nil {
 			continue // not in this kernel: nothing to hide
 		}
-		src := filepath.Join(dir, filepath.Base(target))
-		if err := os.WriteFile(src, []byte(content), 0o444); err != nil {
-			return fmt.Errorf("mask %s: %w", target, err)
+		if err := maskProcFile(target, content); err != nil {
+			return err
 		}
-		if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("mask %s: %w", target, err)
-		}
-		// Commands run as the file's owner: only a read-only mount keeps
-		// them from changing it.
-		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
-		if err := unix.MountSetattr(unix.AT_FDCWD, target, 0, attr); err != nil {
-			return fmt.Errorf("make the mask of %s read-only: %w", target, err)
-		}
+	}
+	return nil
+}
+
+func maskProcFile(target, content string) error {
+	f, err := os.CreateTemp("/dev", ".airlock-mask-")
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", target, err)
+	}
+	src := f.Name()
+	defer os.Remove(src)
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(src, 0o444)
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", target, err)
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mask %s: %w", target, err)
+	}
+	// Commands run as the file's owner: only a read-only mount keeps
+	// them from changing it.
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(unix.AT_FDCWD, target, 0, attr); err != nil {
+		return fmt.Errorf("make the mask of %s read-only: %w", target, err)
 	}
 	return nil
 }
