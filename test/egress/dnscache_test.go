@@ -191,7 +191,7 @@ func TestDNSCacheRepeatedQuestions(t *testing.T) {
 // within its bounds, and a name cached before the flood still answers
 // during it without going upstream.
 func TestDNSMadeUpNames(t *testing.T) {
-	e := newEnv(t) // refusals past the rate are limit events
+	e := start(t)
 	sb := e.dnsBox(t, e.network("*.api.example.com"))
 	if out := dnsq(t, sb, "10.88.0.1 known.api.example.com A"); out != "rcode=3 answers=0" {
 		t.Fatalf("known.api.example.com: %q", out)
