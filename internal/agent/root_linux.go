@@ -79,8 +79,8 @@ func buildRoot(b *agentproto.Boot) error {
 	for _, d := range []struct {
 		name string
 		mode os.FileMode
-	}{{"etc", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"tmp", 0o1777}, {"workspace", 0o755},
-		{"root", 0o700}, {"home", 0o755}, {"var", 0o755}, {"var/tmp", 0o1777}, {"run", 0o755}, {"mnt", 0o755}} {
+	}{{"etc", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"tmp", os.ModeSticky | 0o777}, {"workspace", 0o755},
+		{"root", 0o700}, {"home", 0o755}, {"var", 0o755}, {"var/tmp", os.ModeSticky | 0o777}, {"run", 0o755}, {"mnt", 0o755}} {
 		p := filepath.Join(root, d.name)
 		if err := os.MkdirAll(p, d.mode); err != nil {
 			return err

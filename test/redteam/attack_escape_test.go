@@ -69,6 +69,11 @@ func TestAttackHostFiles(t *testing.T) {
 			t.Errorf("appended to a system binary through a symlink")
 		}
 		ok(t, sb, "touch /tmp/a /workspace/a /var/tmp/a /root/a")
+		// The shared scratch places keep the sticky bit, so that one
+		// user's files there are not another's to remove.
+		if out := strings.Fields(ok(t, sb, "stat -c %a /tmp /var/tmp /dev/shm")); strings.Join(out, " ") != "1777 1777 1777" {
+			t.Errorf("modes of /tmp, /var/tmp, /dev/shm: %v, want 1777 each", out)
+		}
 	})
 }
 
