@@ -45,7 +45,7 @@ func idmappedTree(bin *os.File, dir string, uid, gid int) (_ *os.File, err error
 			Pdeathsig:                  syscall.SIGKILL,
 		},
 	}
-	if err := holder.Start(); err != nil {
+	if err := startOwned(holder, uid, gid); err != nil {
 		release.Close()
 		return nil, fmt.Errorf("start a user namespace with the sandbox's mapping: %w", err)
 	}

@@ -197,7 +197,10 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		cmd.Env = append(cmd.Env, "AIRLOCK_AGENT_DEBUG="+env)
 		cmd.Stderr = io.MultiWriter(s.stderr, os.Stderr)
 	}
-	if err := cmd.Start(); err != nil {
+	// The namespaces belong to the sandbox's uid, so that what the
+	// kernel charges to their owner is the sandbox's own (see
+	// startOwned).
+	if err := startOwned(cmd, uid, gid); err != nil {
 		return nil, fmt.Errorf("start agent %s in new namespaces: %w", o.AgentPath, explainStart(err))
 	}
 	s.cmd = cmd
