@@ -1,0 +1,242 @@
+package redteam_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
+)
+
+// The kernel charges what a user namespace's processes take of several
+// per-user budgets (struct ucounts: inotify instances and watches,
+// fanotify groups and marks, pending signals, POSIX message queue bytes,
+// SHM_LOCK, namespaces) to the user inside and, up the chain, to the
+// namespace's owner in the host's namespace. These tests take such
+// budgets to the end from inside a sandbox, and check on whom the charge
+// lands.
+
+// budgetHolder takes, in a sandbox, every inotify instance and every
+// queued signal the kernel lets it have, writes "<inotify instances>
+// <errno> <RLIMIT_NOFILE> <signals queued> <errno> <RLIMIT_SIGPENDING>"
+// to /tmp/held and holds them. Its first argument marks it on the host.
+// Signals are thread-directed real-time ones (tgkill: SI_TKILL), which
+// the kernel counts against RLIMIT_SIGPENDING, sent to itself with the
+// signal blocked so that they stay queued. fanotify_init is refused by
+// the seccomp filter (TestAttackKernelSurface), so there is no fanotify
+// group to take.
+const budgetHolder = `import ctypes, os, resource, signal, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+n_in, e_in = 0, 0
+while True:
+    if libc.inotify_init1(0o2000000) < 0:
+        e_in = ctypes.get_errno()
+        break
+    n_in += 1
+pending = resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]
+sig = signal.SIGRTMIN
+signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+n_sig, e_sig, me = 0, 0, threading.get_ident()
+while n_sig <= 2 * pending:
+    try:
+        signal.pthread_kill(me, sig)
+    except OSError as x:
+        e_sig = x.errno
+        break
+    n_sig += 1
+with open("/tmp/held.new", "w") as f:
+    f.write("%d %d %d %d %d %d" % (n_in, e_in, resource.getrlimit(resource.RLIMIT_NOFILE)[0], n_sig, e_sig, pending))
+os.rename("/tmp/held.new", "/tmp/held")
+time.sleep(3600)
+`
+
+// held is what budgetHolder took in one sandbox.
+type held struct {
+	inotify, inotifyErrno, nofile int
+	signals, signalErrno, pending int
+}
+
+// holdBudgets starts budgetHolder in sb and returns what it took once it
+// holds it, with the holder and its host pid.
+func holdBudgets(t *testing.T, sb *airlock.Sandbox) (held, *airlock.Process, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	marker := "budgets-" + randHex(8)
+	p, err := sb.Start(context.Background(), airlock.Command{Argv: []string{"python3", "-c", budgetHolder, marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	var out []byte
+	if !testbin.WaitFor(time.Minute, func() bool {
+		out, err = sb.ReadFile(ctx, "/tmp/held")
+		return err == nil
+	}) {
+		t.Fatalf("the holder in sandbox %s wrote nothing: %v", sb.ID(), err)
+	}
+	var h held
+	if _, err := fmt.Sscan(string(out), &h.inotify, &h.inotifyErrno, &h.nofile, &h.signals, &h.signalErrno, &h.pending); err != nil {
+		t.Fatalf("the holder wrote %q: %v", out, err)
+	}
+	if h.inotifyErrno != int(syscall.EMFILE) || h.inotify+3 >= h.nofile {
+		t.Fatalf("inotify_init1 in sandbox %s stopped after %d instances with errno %d (RLIMIT_NOFILE %d): want EMFILE from the per-user budget, below the descriptor limit", sb.ID(), h.inotify, h.inotifyErrno, h.nofile)
+	}
+	if h.signalErrno != int(syscall.EAGAIN) {
+		t.Fatalf("tgkill in sandbox %s queued %d signals and stopped with errno %d: want EAGAIN from RLIMIT_SIGPENDING (%d)", sb.ID(), h.signals, h.signalErrno, h.pending)
+	}
+	pid := 0
+	for p, cmd := range hostProcs(t) {
+		if strings.Contains(cmd, marker) {
+			pid = p
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("the holder of sandbox %s is not seen on the host", sb.ID())
+	}
+	return h, p, pid
+}
+
+// userNSOwner is the host uid that owns the user namespace of process pid.
+func userNSOwner(t *testing.T, pid int) int {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	uid, err := unix.IoctlGetUint32(int(f.Fd()), unix.NS_GET_OWNER_UID)
+	if err != nil {
+		t.Fatalf("NS_GET_OWNER_UID of pid %d: %v", pid, err)
+	}
+	return int(uid)
+}
+
+// hostInotify takes and gives back one inotify instance as this process.
+func hostInotify() error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// hostQueueSignal queues, as this process's user, one thread-directed
+// real-time signal (counted against RLIMIT_SIGPENDING, as kill's are
+// not) to a child of its own, which it ends.
+func hostQueueSignal(t *testing.T) error {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	// Signal 40: real-time (the kernel's start at 32), and none that
+	// libc keeps for itself.
+	return unix.Tgkill(cmd.Process.Pid, cmd.Process.Pid, syscall.Signal(40))
+}
+
+// TestAttackKernelBudgets takes, from inside a sandbox, every inotify
+// instance and every queued signal the kernel grants it, and holds them.
+// Under root, each sandbox's user namespace belongs to the sandbox's own
+// leased host uid, so what it takes is its own: root on the host can
+// still take an inotify instance and queue a signal, and a second
+// sandbox gets a whole budget of its own as well. An unprivileged
+// caller owns the namespaces it makes (no other owner is open to it), so
+// its sandboxes draw on its own budgets: that charge is checked to land
+// on the caller and to come back when the sandbox lets go.
+func TestAttackKernelBudgets(t *testing.T) {
+	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		a := box(t, lv, airlock.Config{})
+		limit := readInt(t, "/proc/sys/fs/inotify/max_user_instances")
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &lim); err != nil {
+			t.Fatal(err)
+		}
+
+		ha, holder, pa := holdBudgets(t, a)
+		t.Logf("sandbox A took %d inotify instances (limit %d per user) and queued %d signals (RLIMIT_SIGPENDING %d)", ha.inotify, limit, ha.signals, ha.pending)
+		for _, pid := range []int{a.PID(), pa} {
+			if got, want := userNSOwner(t, pid), hostUID(t, a.PID()); got != want {
+				t.Errorf("the user namespace of sandbox A's pid %d belongs to host uid %d, want its own uid %d", pid, got, want)
+			}
+		}
+		if os.Geteuid() != 0 {
+			if got := userNSOwner(t, a.PID()); got != os.Getuid() {
+				t.Errorf("the user namespace belongs to uid %d, want the caller's %d", got, os.Getuid())
+			}
+			if err := hostInotify(); err != unix.EMFILE {
+				t.Errorf("with sandbox A holding its instances, the caller's inotify_init1: %v, want EMFILE (the caller owns the namespace)", err)
+			}
+			if err := hostQueueSignal(t); err != unix.EAGAIN {
+				t.Errorf("with sandbox A holding its queued signals, the caller's tgkill: %v, want EAGAIN (the caller owns the namespace)", err)
+			}
+			holder.Kill()
+			if !testbin.WaitFor(10*time.Second, func() bool { return hostInotify() == nil && hostQueueSignal(t) == nil }) {
+				t.Errorf("after sandbox A let its budgets go, the caller's inotify_init1: %v, and tgkill: %v", hostInotify(), hostQueueSignal(t))
+			}
+			return
+		}
+
+		uid := hostUID(t, a.PID())
+		if uid < process.SandboxUIDBase || uid >= process.SandboxUIDBase+process.SandboxUIDRange {
+			t.Fatalf("sandbox A runs as host uid %d, outside the sandbox range", uid)
+		}
+		if ha.inotify != limit {
+			t.Errorf("sandbox A took %d inotify instances, want a whole budget of %d", ha.inotify, limit)
+		}
+		if err := hostInotify(); err != nil {
+			t.Errorf("with sandbox A holding %d inotify instances, host root's inotify_init1: %v", ha.inotify, err)
+		}
+		if err := hostQueueSignal(t); err != nil {
+			t.Errorf("with sandbox A holding %d queued signals, host root cannot queue one: %v", ha.signals, err)
+		}
+
+		b := box(t, lv, airlock.Config{})
+		hb, _, _ := holdBudgets(t, b)
+		t.Logf("sandbox B took %d inotify instances and queued %d signals", hb.inotify, hb.signals)
+		if hb.inotify != limit {
+			t.Errorf("with sandbox A holding its inotify instances, sandbox B took %d, want a whole budget of %d", hb.inotify, limit)
+		}
+		// A few of a sandbox's own signals (SIGCHLD) may be queued
+		// at the time.
+		for name, h := range map[string]held{"A": ha, "B": hb} {
+			if h.signals < int(lim.Cur)-64 {
+				t.Errorf("sandbox %s queued %d signals, want close to a whole RLIMIT_SIGPENDING of %d", name, h.signals, lim.Cur)
+			}
+		}
+		if err := hostInotify(); err != nil {
+			t.Errorf("with sandboxes A and B holding their inotify instances, host root's inotify_init1: %v", err)
+		}
+		if err := hostQueueSignal(t); err != nil {
+			t.Errorf("with sandboxes A and B holding their queued signals, host root cannot queue one: %v", err)
+		}
+	})
+}
+
+// readInt reads a number from a file such as a sysctl.
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
+}
