@@ -32,22 +32,22 @@ import (
 // root away from the rest of the supervisor while it lasts. Linux keeps
 // credentials per thread, so raw setresuid and setresgid on a locked OS
 // thread change only that thread, and os/exec clones the child from the
-// thread that calls Start. While the thread's effective uid is the
-// sandbox's it has no effective capabilities; what Start does meanwhile
-// works without them:
+// thread that calls Start.
 //
-//   - the file system uid stays root, which gives back the file
-//     capabilities, so opening /dev/null and the child's /proc files
-//     works whoever owns them (a credential change makes the process
-//     non-dumpable, which gives those files to root);
-//   - the owner of a namespace may write a uid_map and a gid_map that map
-//     its own effective uid and gid, one id each, once setgroups is
-//     "deny" (GidMappingsEnableSetgroups false), which is what the
-//     sandbox maps;
-//   - the child has every capability in its new namespace whoever
-//     created it, so Credential (root inside) and Pdeathsig work as
-//     before; the files it inherits are open already;
-//   - cgroup placement and everything else is done after Start, as root.
+// Changing the effective uid from 0 clears the thread's effective
+// capabilities; they are raised again from its permitted set (kept, as
+// the real and saved uids stay 0) for the length of the switch. So Start
+// works as it did as root: it opens /dev/null and the child's /proc
+// files (a credential change makes the process non-dumpable, which gives
+// those files to root), writes the child's uid_map and gid_map (which
+// the owner may write anyway for its own ids, one each, once setgroups
+// is "deny"), and a kernel that lets only privileged callers make user
+// namespaces with capabilities inside (AppArmor's
+// restrict_unprivileged_userns) sees a privileged caller. The child
+// gets every capability in its new namespace, and none outside it,
+// whatever it inherits, so Credential (root inside) and Pdeathsig work
+// as before; the files it inherits are open already; cgroup placement
+// and everything else is done after Start.
 //
 // Thread creation from a locked thread is handed to the runtime's
 // template thread, so no thread is ever made with the sandbox's ids. The
@@ -74,12 +74,12 @@ func startOnThreadAs(cmd *exec.Cmd, uid, gid int) error {
 	dumpable.hold()
 	defer dumpable.release()
 	runtime.LockOSThread()
-	saved, err := threadCaps()
+	saved, err := saveThread()
 	if err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("read the supervisor's capabilities: %w", err)
 	}
-	startErr := becomeOwner(uid, gid)
+	startErr := becomeOwner(uid, gid, saved)
 	if startErr == nil {
 		startErr = cmd.Start()
 	}
@@ -96,59 +96,61 @@ func startOnThreadAs(cmd *exec.Cmd, uid, gid int) error {
 }
 
 // becomeOwner sets the calling thread's effective uid and gid, keeping
-// its real and saved ids (root's, to come back to) and a root file
-// system uid. Raw system calls: the syscall package's would change every
-// thread of the process.
-func becomeOwner(uid, gid int) error {
+// its real and saved ids (root's, to come back to) and, raised again,
+// its effective capabilities. Raw system calls: the syscall package's
+// would change every thread of the process.
+func becomeOwner(uid, gid int, t threadCreds) error {
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(gid), ^uintptr(0)); e != 0 {
 		return fmt.Errorf("set the thread's effective gid to %d: %w", gid, e)
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
 		return fmt.Errorf("set the thread's effective uid to %d: %w", uid, e)
 	}
-	// setfsuid reports no error: the id is read back.
-	unix.RawSyscall(unix.SYS_SETFSUID, 0, 0, 0)
-	if fs, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); fs != 0 {
-		return fmt.Errorf("keep the thread's file system uid root: it is %d", int32(fs))
+	if err := unix.Capset(&t.hdr, &t.caps[0]); err != nil {
+		return fmt.Errorf("keep the thread's capabilities as uid %d: %w", uid, err)
 	}
 	return nil
 }
 
-// restoreThread gives the calling thread back root's effective ids
-// (those of a supervisor that runs as root) and the capabilities it had.
-func restoreThread(saved threadCapSet) error {
+// restoreThread gives the calling thread back the effective ids and
+// the capabilities it had.
+func restoreThread(t threadCreds) error {
 	var errs []error
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), 0, ^uintptr(0)); e != 0 {
-		errs = append(errs, fmt.Errorf("set the effective uid back to 0: %w", e))
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(t.euid), ^uintptr(0)); e != 0 {
+		errs = append(errs, fmt.Errorf("set the effective uid back to %d: %w", t.euid, e))
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), 0, ^uintptr(0)); e != 0 {
-		errs = append(errs, fmt.Errorf("set the effective gid back to 0: %w", e))
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(t.egid), ^uintptr(0)); e != 0 {
+		errs = append(errs, fmt.Errorf("set the effective gid back to %d: %w", t.egid, e))
 	}
-	if err := unix.Capset(&saved.hdr, &saved.data[0]); err != nil {
+	if err := unix.Capset(&t.hdr, &t.caps[0]); err != nil {
 		errs = append(errs, fmt.Errorf("set the capabilities back: %w", err))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	// Check: a thread left with other ids must not go back to the pool.
-	_, e, _ := unix.Getresuid()
-	_, eg, _ := unix.Getresgid()
-	if e != 0 || eg != 0 {
-		return fmt.Errorf("the thread's effective uid and gid are %d and %d", e, eg)
+	// A thread left with other ids must not go back to the pool.
+	if _, e, _ := unix.Getresuid(); e != t.euid {
+		return fmt.Errorf("the thread's effective uid is %d, not %d", e, t.euid)
+	}
+	if _, e, _ := unix.Getresgid(); e != t.egid {
+		return fmt.Errorf("the thread's effective gid is %d, not %d", e, t.egid)
 	}
 	return nil
 }
 
-// threadCapSet is a thread's capability sets, as capget gives them.
-type threadCapSet struct {
-	hdr  unix.CapUserHeader
-	data [2]unix.CapUserData
+// threadCreds is what a switch changes of a thread's credentials.
+type threadCreds struct {
+	euid, egid int
+	hdr        unix.CapUserHeader
+	caps       [2]unix.CapUserData // effective, permitted, inheritable
 }
 
-func threadCaps() (threadCapSet, error) {
-	c := threadCapSet{hdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
-	err := unix.Capget(&c.hdr, &c.data[0])
-	return c, err
+func saveThread() (threadCreds, error) {
+	t := threadCreds{hdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
+	_, t.euid, _ = unix.Getresuid()
+	_, t.egid, _ = unix.Getresgid()
+	err := unix.Capget(&t.hdr, &t.caps[0])
+	return t, err
 }
 
 // dumpable keeps the process's dumpable attribute as it was across the

@@ -1,7 +1,9 @@
 package process
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,12 +52,7 @@ func TestStartOwned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := threadIDs(t)
-	var wantLine string
-	for _, l := range want {
-		wantLine = l
-		break
-	}
+	wantLine := oneThread(t)
 
 	const n = 16
 	base := SandboxUIDBase + SandboxUIDRange - 1000 // out of the way of running sandboxes
@@ -117,34 +114,46 @@ func TestStartOwned(t *testing.T) {
 	}
 }
 
-// TestStartOwnedRefused gives a mapping the owner may not write (two
-// ids): Start fails, and every thread has root's ids again.
-func TestStartOwnedRefused(t *testing.T) {
+// TestStartOwnedFails starts a program that is not there: Start fails
+// after the clone, and every thread has root's ids again.
+func TestStartOwnedFails(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root makes namespaces owned by another uid")
 	}
 	uid := SandboxUIDBase + SandboxUIDRange - 2000
 	cmd := &exec.Cmd{
-		Path: "/bin/true",
+		Path: "/nonexistent/airlock-guest",
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 2}},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		},
 	}
-	want := threadIDs(t)
-	var wantLine string
-	for _, l := range want {
-		wantLine = l
-		break
-	}
-	if err := startOwned(cmd, uid, uid); err == nil {
-		cmd.Wait()
-		t.Fatal("a mapping of two ids written by their owner was accepted")
+	wantLine := oneThread(t)
+	if err := startOwned(cmd, uid, uid); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			cmd.Wait()
+		}
+		t.Fatalf("start of a missing program: %v, want ENOENT", err)
 	}
 	for task, ids := range threadIDs(t) {
 		if ids != wantLine {
-			t.Errorf("after the refused start, thread %s has %q, want %q", task, ids, wantLine)
+			t.Errorf("after the failed start, thread %s has %q, want %q", task, ids, wantLine)
 		}
 	}
+}
+
+// oneThread returns what threadIDs says of every thread, which must be
+// the same for all of them.
+func oneThread(t *testing.T) string {
+	t.Helper()
+	var line string
+	for task, ids := range threadIDs(t) {
+		if line != "" && ids != line {
+			t.Fatalf("threads differ before the test: %s has %q, another %q", task, ids, line)
+		}
+		line = ids
+	}
+	return line
 }
