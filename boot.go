@@ -40,11 +40,12 @@ const (
 
 // posixMsgQueueBytes is the sandbox's RLIMIT_MSGQUEUE: no POSIX message
 // queues. The kernel charges the bytes of a user namespace's queues to
-// the user that owns the namespace as well, the user airlock runs as,
-// within that user's own RLIMIT_MSGQUEUE (800 KiB by default): queues
-// made in one sandbox would be missing from every other sandbox and from
-// that user's processes on the host. (mq_open finds no queue file system
-// that landlock lets commands reach anyway.)
+// the user that owns the namespace as well, within that user's own
+// RLIMIT_MSGQUEUE (800 KiB by default). Under root that is the sandbox's
+// own uid; for an unprivileged caller it is the caller, so queues made in
+// one sandbox would be missing from the caller's other sandboxes and
+// processes. (mq_open finds no queue file system that landlock lets
+// commands reach anyway.)
 const posixMsgQueueBytes = 0
 
 // bootConfig builds the boundary-independent part of the agent's boot
