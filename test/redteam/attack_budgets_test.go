@@ -26,23 +26,44 @@ import (
 // budgets to the end from inside a sandbox, and check on whom the charge
 // lands.
 
-// budgetHolder takes, in a sandbox, every inotify instance and every
-// queued signal the kernel lets it have, writes "<inotify instances>
-// <errno> <RLIMIT_NOFILE> <signals queued> <errno> <RLIMIT_SIGPENDING>"
-// to /tmp/held and holds them. Its first argument marks it on the host.
-// Signals are thread-directed real-time ones (tgkill: SI_TKILL), which
-// the kernel counts against RLIMIT_SIGPENDING, sent to itself with the
-// signal blocked so that they stay queued. fanotify_init is refused by
-// the seccomp filter (TestAttackKernelSurface), so there is no fanotify
-// group to take.
+// budgetHolder takes, in a sandbox, every inotify instance, inotify
+// watch and queued signal the kernel lets it have, writes "<inotify
+// instances> <errno> <RLIMIT_NOFILE> <watches> <errno> <signals queued>
+// <errno> <RLIMIT_SIGPENDING>" to /tmp/held and holds them. Its first
+// argument marks it on the host. Watches are of files under /usr (not
+// followed, so a link is a watch of its own), the same ones from every
+// instance; only a new watch descriptor counts, as a second watch of one
+// inode in an instance is the first. Signals are thread-directed
+// real-time ones (tgkill: SI_TKILL), which the kernel counts against
+// RLIMIT_SIGPENDING, sent to itself with the signal blocked so that they
+// stay queued. fanotify_init is refused by the seccomp filter
+// (TestAttackKernelSurface), so there is no fanotify group to take.
 const budgetHolder = `import ctypes, os, resource, signal, sys, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
-n_in, e_in = 0, 0
+fds, e_in = [], 0
 while True:
-    if libc.inotify_init1(0o2000000) < 0:
+    fd = libc.inotify_init1(0o2000000)
+    if fd < 0:
         e_in = ctypes.get_errno()
         break
-    n_in += 1
+    fds.append(fd)
+paths = []
+for d, dirs, files in os.walk("/usr"):
+    paths += [os.path.join(d, f).encode() for f in files]
+    if len(paths) >= 4096:
+        break
+n_w, e_w = 0, 0
+for fd in fds:
+    last = 0
+    for p in paths:
+        wd = libc.inotify_add_watch(fd, p, 0x2 | 0x02000000)  # IN_MODIFY | IN_DONT_FOLLOW
+        if wd < 0:
+            e_w = ctypes.get_errno()
+            break
+        if wd > last:
+            n_w, last = n_w + 1, wd
+    if e_w:
+        break
 pending = resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]
 sig = signal.SIGRTMIN
 signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
@@ -55,7 +76,7 @@ while n_sig <= 2 * pending:
         break
     n_sig += 1
 with open("/tmp/held.new", "w") as f:
-    f.write("%d %d %d %d %d %d" % (n_in, e_in, resource.getrlimit(resource.RLIMIT_NOFILE)[0], n_sig, e_sig, pending))
+    f.write("%d %d %d %d %d %d %d %d" % (len(fds), e_in, resource.getrlimit(resource.RLIMIT_NOFILE)[0], n_w, e_w, n_sig, e_sig, pending))
 os.rename("/tmp/held.new", "/tmp/held")
 time.sleep(3600)
 `
@@ -63,6 +84,7 @@ time.sleep(3600)
 // held is what budgetHolder took in one sandbox.
 type held struct {
 	inotify, inotifyErrno, nofile int
+	watches, watchErrno           int
 	signals, signalErrno, pending int
 }
 
@@ -86,11 +108,14 @@ func holdBudgets(t *testing.T, sb *airlock.Sandbox) (held, *airlock.Process, int
 		t.Fatalf("the holder in sandbox %s wrote nothing: %v", sb.ID(), err)
 	}
 	var h held
-	if _, err := fmt.Sscan(string(out), &h.inotify, &h.inotifyErrno, &h.nofile, &h.signals, &h.signalErrno, &h.pending); err != nil {
+	if _, err := fmt.Sscan(string(out), &h.inotify, &h.inotifyErrno, &h.nofile, &h.watches, &h.watchErrno, &h.signals, &h.signalErrno, &h.pending); err != nil {
 		t.Fatalf("the holder wrote %q: %v", out, err)
 	}
 	if h.inotifyErrno != int(syscall.EMFILE) || h.inotify+3 >= h.nofile {
 		t.Fatalf("inotify_init1 in sandbox %s stopped after %d instances with errno %d (RLIMIT_NOFILE %d): want EMFILE from the per-user budget, below the descriptor limit", sb.ID(), h.inotify, h.inotifyErrno, h.nofile)
+	}
+	if h.inotify > 0 && h.watchErrno != int(syscall.ENOSPC) {
+		t.Fatalf("inotify_add_watch in sandbox %s stopped after %d watches with errno %d: want ENOSPC from the per-user budget", sb.ID(), h.watches, h.watchErrno)
 	}
 	if h.signalErrno != int(syscall.EAGAIN) {
 		t.Fatalf("tgkill in sandbox %s queued %d signals and stopped with errno %d: want EAGAIN from RLIMIT_SIGPENDING (%d)", sb.ID(), h.signals, h.signalErrno, h.pending)
@@ -122,13 +147,25 @@ func userNSOwner(t *testing.T, pid int) int {
 	return int(uid)
 }
 
-// hostInotify takes and gives back one inotify instance as this process.
+// hostInotify takes an inotify instance as this process, and gives it
+// back.
 func hostInotify() error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
 	if err != nil {
 		return err
 	}
 	return unix.Close(fd)
+}
+
+// hostWatch adds a watch to inotify instance fd as this process, and
+// removes it.
+func hostWatch(fd int) error {
+	wd, err := unix.InotifyAddWatch(fd, "/", unix.IN_MODIFY)
+	if err != nil {
+		return err
+	}
+	_, err = unix.InotifyRmWatch(fd, uint32(wd))
+	return err
 }
 
 // hostQueueSignal queues, as this process's user, one thread-directed
@@ -150,80 +187,95 @@ func hostQueueSignal(t *testing.T) error {
 }
 
 // TestAttackKernelBudgets takes, from inside a sandbox, every inotify
-// instance and every queued signal the kernel grants it, and holds them.
-// Under root, each sandbox's user namespace belongs to the sandbox's own
-// leased host uid, so what it takes is its own: root on the host can
-// still take an inotify instance and queue a signal, and a second
-// sandbox gets a whole budget of its own as well. An unprivileged
-// caller owns the namespaces it makes (no other owner is open to it), so
-// its sandboxes draw on its own budgets: that charge is checked to land
-// on the caller and to come back when the sandbox lets go.
+// instance, inotify watch and queued signal the kernel grants it, and
+// holds them. Under root, each sandbox's user namespace belongs to the
+// sandbox's own leased host uid, so what it takes is its own: root on
+// the host can still take an inotify instance, add a watch and queue a
+// signal, and a second sandbox gets whole budgets of its own as well. An
+// unprivileged caller owns the namespaces it makes (no other owner is
+// open to it), so its sandboxes draw on its own budgets: that charge is
+// checked to land on the caller and to come back when the sandbox lets
+// go.
 func TestAttackKernelBudgets(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
-		a := box(t, lv, airlock.Config{})
-		limit := readInt(t, "/proc/sys/fs/inotify/max_user_instances")
-		var lim unix.Rlimit
-		if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &lim); err != nil {
+		root := os.Geteuid() == 0
+		instances := readInt(t, "/proc/sys/fs/inotify/max_user_instances")
+		watches := readInt(t, "/proc/sys/fs/inotify/max_user_watches")
+		var pending unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &pending); err != nil {
 			t.Fatal(err)
 		}
+		a := box(t, lv, airlock.Config{})
+		// B starts, and the host takes the instance it adds watches
+		// to, before A takes anything.
+		var b *airlock.Sandbox
+		if root {
+			b = box(t, lv, airlock.Config{})
+		}
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
 
 		ha, holder, pa := holdBudgets(t, a)
-		t.Logf("sandbox A took %d inotify instances (limit %d per user) and queued %d signals (RLIMIT_SIGPENDING %d)", ha.inotify, limit, ha.signals, ha.pending)
+		t.Logf("sandbox A took %d inotify instances (%d per user) with %d watches (%d per user) and queued %d signals (RLIMIT_SIGPENDING %d)", ha.inotify, instances, ha.watches, watches, ha.signals, ha.pending)
+		uid := hostUID(t, a.PID())
 		for _, pid := range []int{a.PID(), pa} {
-			if got, want := userNSOwner(t, pid), hostUID(t, a.PID()); got != want {
-				t.Errorf("the user namespace of sandbox A's pid %d belongs to host uid %d, want its own uid %d", pid, got, want)
+			if got := userNSOwner(t, pid); got != uid {
+				t.Errorf("the user namespace of sandbox A's pid %d belongs to host uid %d, want the sandbox's own uid %d", pid, got, uid)
 			}
 		}
-		if os.Geteuid() != 0 {
-			if got := userNSOwner(t, a.PID()); got != os.Getuid() {
-				t.Errorf("the user namespace belongs to uid %d, want the caller's %d", got, os.Getuid())
+		if !root {
+			if uid != os.Getuid() {
+				t.Errorf("sandbox A runs as host uid %d, want the caller's %d", uid, os.Getuid())
 			}
 			if err := hostInotify(); err != unix.EMFILE {
-				t.Errorf("with sandbox A holding its instances, the caller's inotify_init1: %v, want EMFILE (the caller owns the namespace)", err)
+				t.Errorf("with sandbox A holding its inotify instances, the caller's inotify_init1: %v, want EMFILE (the caller owns the namespace)", err)
+			}
+			if err := hostWatch(fd); err != unix.ENOSPC {
+				t.Errorf("with sandbox A holding its inotify watches, the caller's inotify_add_watch: %v, want ENOSPC (the caller owns the namespace)", err)
 			}
 			if err := hostQueueSignal(t); err != unix.EAGAIN {
 				t.Errorf("with sandbox A holding its queued signals, the caller's tgkill: %v, want EAGAIN (the caller owns the namespace)", err)
 			}
 			holder.Kill()
-			if !testbin.WaitFor(10*time.Second, func() bool { return hostInotify() == nil && hostQueueSignal(t) == nil }) {
-				t.Errorf("after sandbox A let its budgets go, the caller's inotify_init1: %v, and tgkill: %v", hostInotify(), hostQueueSignal(t))
+			if !testbin.WaitFor(10*time.Second, func() bool { return hostInotify() == nil && hostWatch(fd) == nil && hostQueueSignal(t) == nil }) {
+				t.Errorf("after sandbox A let its budgets go, the caller's inotify_init1: %v, inotify_add_watch: %v, tgkill: %v", hostInotify(), hostWatch(fd), hostQueueSignal(t))
 			}
 			return
 		}
 
-		uid := hostUID(t, a.PID())
 		if uid < process.SandboxUIDBase || uid >= process.SandboxUIDBase+process.SandboxUIDRange {
 			t.Fatalf("sandbox A runs as host uid %d, outside the sandbox range", uid)
 		}
-		if ha.inotify != limit {
-			t.Errorf("sandbox A took %d inotify instances, want a whole budget of %d", ha.inotify, limit)
-		}
-		if err := hostInotify(); err != nil {
-			t.Errorf("with sandbox A holding %d inotify instances, host root's inotify_init1: %v", ha.inotify, err)
-		}
-		if err := hostQueueSignal(t); err != nil {
-			t.Errorf("with sandbox A holding %d queued signals, host root cannot queue one: %v", ha.signals, err)
-		}
-
-		b := box(t, lv, airlock.Config{})
-		hb, _, _ := holdBudgets(t, b)
-		t.Logf("sandbox B took %d inotify instances and queued %d signals", hb.inotify, hb.signals)
-		if hb.inotify != limit {
-			t.Errorf("with sandbox A holding its inotify instances, sandbox B took %d, want a whole budget of %d", hb.inotify, limit)
-		}
-		// A few of a sandbox's own signals (SIGCHLD) may be queued
-		// at the time.
-		for name, h := range map[string]held{"A": ha, "B": hb} {
-			if h.signals < int(lim.Cur)-64 {
-				t.Errorf("sandbox %s queued %d signals, want close to a whole RLIMIT_SIGPENDING of %d", name, h.signals, lim.Cur)
+		hostHolds := func(who string) {
+			t.Helper()
+			if err := hostInotify(); err != nil {
+				t.Errorf("with what %s took held, host root's inotify_init1: %v", who, err)
+			}
+			if err := hostWatch(fd); err != nil {
+				t.Errorf("with what %s took held, host root's inotify_add_watch: %v", who, err)
+			}
+			if err := hostQueueSignal(t); err != nil {
+				t.Errorf("with what %s took held, host root's tgkill of a queued signal: %v", who, err)
 			}
 		}
-		if err := hostInotify(); err != nil {
-			t.Errorf("with sandboxes A and B holding their inotify instances, host root's inotify_init1: %v", err)
+		hostHolds("sandbox A")
+
+		hb, _, _ := holdBudgets(t, b)
+		t.Logf("sandbox B took %d inotify instances with %d watches and queued %d signals", hb.inotify, hb.watches, hb.signals)
+		for name, h := range map[string]held{"A": ha, "B": hb} {
+			if h.inotify != instances || h.watches != watches {
+				t.Errorf("sandbox %s took %d inotify instances and %d watches, want whole budgets of %d and %d", name, h.inotify, h.watches, instances, watches)
+			}
+			// A few of a sandbox's own signals (SIGCHLD) may be
+			// queued at the time.
+			if h.signals < int(pending.Cur)-64 {
+				t.Errorf("sandbox %s queued %d signals, want close to a whole RLIMIT_SIGPENDING of %d", name, h.signals, pending.Cur)
+			}
 		}
-		if err := hostQueueSignal(t); err != nil {
-			t.Errorf("with sandboxes A and B holding their queued signals, host root cannot queue one: %v", err)
-		}
+		hostHolds("sandboxes A and B")
 	})
 }
 
