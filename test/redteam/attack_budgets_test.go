@@ -32,7 +32,8 @@ import (
 // <errno> <RLIMIT_SIGPENDING>" to /tmp/held and holds them. Its first
 // argument marks it on the host. Watches are of files under /usr (not
 // followed, so a link is a watch of its own), the same ones from every
-// instance; only a new watch descriptor counts, as a second watch of one
+// instance (enough of them, the second argument, for the instances to
+// hold every watch the user may have); only a new watch descriptor counts, as a second watch of one
 // inode in an instance is the first. Signals are thread-directed
 // real-time ones (tgkill: SI_TKILL), which the kernel counts against
 // RLIMIT_SIGPENDING, sent to itself with the signal blocked so that they
@@ -50,7 +51,7 @@ while True:
 paths = []
 for d, dirs, files in os.walk("/usr"):
     paths += [os.path.join(d, f).encode() for f in files]
-    if len(paths) >= 4096:
+    if len(paths) >= int(sys.argv[2]):
         break
 n_w, e_w = 0, 0
 for fd in fds:
@@ -92,10 +93,11 @@ type held struct {
 // holds it, with the holder and its host pid.
 func holdBudgets(t *testing.T, sb *airlock.Sandbox) (held, *airlock.Process, int) {
 	t.Helper()
+	perInstance := readInt(t, "/proc/sys/fs/inotify/max_user_watches")/readInt(t, "/proc/sys/fs/inotify/max_user_instances") + 2
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	marker := "budgets-" + randHex(8)
-	p, err := sb.Start(context.Background(), airlock.Command{Argv: []string{"python3", "-c", budgetHolder, marker}})
+	p, err := sb.Start(context.Background(), airlock.Command{Argv: []string{"python3", "-c", budgetHolder, marker, strconv.Itoa(perInstance)}})
 	if err != nil {
 		t.Fatal(err)
 	}
