@@ -694,3 +694,24 @@ func RemoveTree(dir string) error {
 	})
 	return os.RemoveAll(dir)
 }
+
+// Progress is a report of work on an image, for a progress bar or an
+// image.progress notification.
+type Progress struct {
+	// Image is the image's name as asked for.
+	Image string `json:"image"`
+	// Step is what is being done: "resolve", "download", "unpack",
+	// "build", "verify", "pack" or "done".
+	Step string `json:"step"`
+	// Item is what the step works on: a layer's digest, a file, a
+	// package.
+	Item string `json:"item,omitempty"`
+	// Done of Total bytes (or items); Total is 0 when not known.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total,omitempty"`
+}
+
+// ProgressFunc receives Progress reports. It is called from the
+// goroutine doing the work, maybe from several at once, and must not
+// block.
+type ProgressFunc func(Progress)
