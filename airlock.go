@@ -115,7 +115,14 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid sandbox id %q: use 1-64 letters, digits, - or _", id)
 	}
-	return create(ctx, id, cfg.withDefaults())
+	c := cfg.withDefaults()
+	// Before the start's deadline: a build or a pull takes its time.
+	img, err := resolveImage(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
+	c.image = img
+	return create(ctx, id, c)
 }
 
 // startTimeout bounds a sandbox's start, from the first host resource it

@@ -62,14 +62,29 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 		"HOSTNAME=" + host,
 		"AIRLOCK_SANDBOX_ID=" + id,
 	}
+	rootfs := c.RootFS
+	etc := etcFiles(host)
+	if c.image != nil {
+		rootfs = c.image.rootfs
+		env = imageEnv(env, c.image.info.Env)
+		// The image's own accounts, so that its users, useradd and su
+		// work; airlock's only where it has none.
+		for _, name := range []string{"passwd", "group", "nsswitch.conf"} {
+			if imageHasFile(rootfs, "etc/"+name) {
+				delete(etc, name)
+			}
+		}
+	}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	user := make([]string, 0, len(keys))
 	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
+		user = append(user, k+"="+c.Env[k])
 	}
+	env = imageEnv(env, user)
 	mq := uint64(posixMsgQueueBytes)
 	b := &agentproto.Boot{
 		Version:  agentproto.Version,
@@ -77,10 +92,11 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 		Hostname: host,
 		Env:      env,
 		Root: agentproto.RootSpec{
-			RootFS:    c.RootFS,
+			RootFS:    rootfs,
 			SizeBytes: st.SizeBytes,
 			Inodes:    st.Inodes,
-			Etc:       etcFiles(host),
+			Etc:       etc,
+			Workdir:   c.workingDir(),
 		},
 		Rlimits: agentproto.Rlimits{
 			NoFile:   c.NofileLimit,
@@ -96,7 +112,7 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 		},
 		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
 	}
-	if c.RootFS == "" {
+	if rootfs == "" {
 		b.Root.HostEtc = presentHostEtc()
 	}
 	return b

@@ -43,8 +43,20 @@ type Resources struct {
 // sandbox with default limits and no network.
 type Config struct {
 	// Image names the root filesystem. Empty or "host" uses the host's
-	// /usr, /bin, /sbin and /lib* read-only.
+	// /usr, /bin, /sbin and /lib* read-only. A variant ("minimal",
+	// "standard", "full") or an OCI reference ("python:3.12-slim",
+	// "registry:5000/team/img@sha256:...", a local OCI layout directory
+	// or a docker-save tarball) is taken from the image cache, and got
+	// there first (built, downloaded or pulled) when it is missing; its
+	// Env and WorkingDir apply to every command.
 	Image string `json:"image,omitempty"`
+	// ImageCacheDir is the image cache; default $AIRLOCK_CACHE_DIR, else
+	// airlock's folder of the user's cache directory (~/.cache/airlock).
+	ImageCacheDir string `json:"-"`
+	// OnImageProgress, when set, receives progress reports while Create
+	// gets Image into the cache. It may be called from several
+	// goroutines at once and must not block.
+	OnImageProgress func(ImageProgress) `json:"-"`
 	// RootFS is a prepared root directory used read-only, with a private
 	// writable layer on top, instead of Image.
 	RootFS string `json:"rootfs,omitempty"`
@@ -112,6 +124,9 @@ type Config struct {
 	// through a bounded queue that drops them (NetworkStats counts them)
 	// when it falls behind.
 	OnEvent func(Event) `json:"-"`
+
+	// image is what Create found of Image, before the sandbox starts.
+	image *resolvedImage
 }
 
 // Defaults.
@@ -173,8 +188,11 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("isolation %q is not one of process, gvisor, vm", c.Isolation)
 	}
-	if c.Image != "" && c.Image != "host" {
-		return fmt.Errorf("image %q is not available in this version: use the default host image or --rootfs DIR", c.Image)
+	if c.usesImage() && c.RootFS != "" {
+		return errImageAndRootFS
+	}
+	if c.Image != strings.TrimSpace(c.Image) || strings.ContainsRune(c.Image, 0) {
+		return fmt.Errorf("image %q is not a valid image name", c.Image)
 	}
 	if c.Resources.CPUs < 0 || c.Resources.MemoryMB < MemoryUnlimited || c.Resources.TimeoutSeconds < 0 {
 		return fmt.Errorf("resources must not be negative (memory_mb -1 is unlimited)")

@@ -23,7 +23,8 @@ type Command struct {
 	Shell string
 	// Env is added to the sandbox's environment for this command.
 	Env map[string]string
-	// Dir is the working directory; default /workspace.
+	// Dir is the working directory; default the image's WorkingDir, or
+	// /workspace.
 	Dir string
 	// Stdin, when set, is copied to the command's standard input, which
 	// is closed at EOF. Without it the command reads /dev/null, unless
@@ -168,7 +169,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 	}
 	dir := cmd.Dir
 	if dir == "" {
-		dir = "/workspace"
+		dir = s.cfg.workingDir()
 	}
 	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
 		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,

@@ -64,7 +64,39 @@ const (
 	// Notifications sent by the server.
 	NotifyEvent      = "event"
 	NotifyExecOutput = "exec.output"
+	// NotifyImageProgress reports, while create gets its image into
+	// the cache (a build, a download or a pull), how far it is
+	// (ImageProgress).
+	NotifyImageProgress = "image.progress"
 )
+
+// ImageProgress is the params of an image.progress notification.
+type ImageProgress struct {
+	// Image is the image as create named it.
+	Image string `json:"image"`
+	// Step is "resolve", "download", "unpack", "build", "verify",
+	// "pack" or "done".
+	Step string `json:"step"`
+	// Item is what the step works on: a layer's digest, a file.
+	Item string `json:"item,omitempty"`
+	// Done of Total bytes (or items); Total is absent when not known.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total,omitempty"`
+}
+
+// Image is the image a sandbox runs, in create's result.
+type Image struct {
+	// Name is as create named it ("host" by default).
+	Name string `json:"name"`
+	// Key is its content key in the image cache (absent for host).
+	Key string `json:"key,omitempty"`
+	// WorkingDir is where commands start unless they say otherwise.
+	WorkingDir string `json:"working_dir,omitempty"`
+	// User is the image's user, Entrypoint and Cmd its default command.
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+}
 
 // Request is a JSON-RPC 2.0 request or, without ID, a notification.
 type Request struct {
@@ -190,6 +222,7 @@ type CreateResult struct {
 	Env map[string]string `json:"env"`
 	// Notes lists protections this machine could not apply.
 	Notes []string `json:"notes,omitempty"`
+	Image Image    `json:"image"`
 }
 
 // SandboxParams names the sandbox a request is for.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
 )
 
 type runFlags struct {
@@ -28,6 +29,7 @@ type runFlags struct {
 	env         []string
 	workdir     string
 	rootfs      string
+	image       string
 	hostname    string
 	interactive bool
 	tty         bool
@@ -74,8 +76,8 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !f.detach {
-				return errors.New("give the command to run after --, or --detach for a sandbox that waits for airlock exec")
+			if len(args) == 0 && !f.detach && f.image == "" {
+				return errors.New("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for airlock exec")
 			}
 			return runRun(cmd.Context(), &f, args)
 		},
@@ -94,6 +96,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default /workspace)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
+	fl.StringVar(&f.image, "image", "", "run this image instead of the host's /usr, /bin, /lib: a variant (minimal, standard, full) or an OCI image (python:3.12-slim, REGISTRY/REPO@sha256:..., an OCI layout directory, a docker-save tarball); got into the image cache first when missing; without a command, the image's own runs")
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
 	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
@@ -109,6 +112,7 @@ func (f *runFlags) config() (airlock.Config, error) {
 	c := airlock.Config{
 		Isolation:   airlock.Isolation(f.isolation),
 		RootFS:      f.rootfs,
+		Image:       f.image,
 		Hostname:    f.hostname,
 		PidsLimit:   f.pids,
 		NofileLimit: f.nofile,
@@ -221,9 +225,21 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Image != "" && !f.quiet {
+		view := newProgressView(os.Stderr, f.asJSON)
+		cfg.OnImageProgress = func(p airlock.ImageProgress) { view.Report(store.Progress(p)) }
+		defer view.Close()
+	}
 	if f.detach {
 		if f.interactive {
 			return errors.New("--detach and --interactive cannot be combined: use airlock attach to reach a detached command's input")
+		}
+		// Got here, with progress, so that the supervisor finds it.
+		if cfg.Image != "" {
+			if _, err := airlock.PrepareImage(ctx, cfg); err != nil {
+				return err
+			}
+			cfg.OnImageProgress = nil
 		}
 		return runDetached(ctx, f, cfg, args)
 	}
@@ -244,6 +260,11 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	if !f.quiet && !f.asJSON {
 		for _, n := range sb.Notes() {
 			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
+		}
+	}
+	if len(args) == 0 {
+		if args = sb.Image().DefaultCommand(); len(args) == 0 {
+			return fmt.Errorf("image %s names no command to run: give one after --", cfg.Image)
 		}
 	}
 	command := airlock.Command{Argv: args, Dir: f.workdir, Timeout: f.timeout}

@@ -65,7 +65,12 @@ func buildRoot(b *agentproto.Boot) error {
 				return fmt.Errorf("attach the idmapped mount of rootfs %s: %w", b.Root.RootFS, err)
 			}
 		}
-		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", lower, stage, stage)
+		// userxattr: overlayfs keeps what it knows of a directory
+		// (opaque, redirected) in user.overlay.* attributes, which root
+		// of a user namespace may set, instead of trusted.overlay.*,
+		// which it may not: without it a directory made where a lower
+		// one was removed fails with EIO.
+		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, stage, stage)
 		if err := unix.Mount("overlay", root, "overlay", 0, o); err != nil {
 			return fmt.Errorf("mount an overlay on rootfs %s: %w", b.Root.RootFS, err)
 		}
@@ -76,35 +81,8 @@ func buildRoot(b *agentproto.Boot) error {
 			}
 		}
 	}
-	for _, d := range []struct {
-		name string
-		mode os.FileMode
-	}{{"etc", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"tmp", os.ModeSticky | 0o777}, {"workspace", 0o755},
-		{"root", 0o700}, {"home", 0o755}, {"var", 0o755}, {"var/tmp", os.ModeSticky | 0o777}, {"run", 0o755}, {"mnt", 0o755}} {
-		p := filepath.Join(root, d.name)
-		if err := os.MkdirAll(p, d.mode); err != nil {
-			return err
-		}
-		if err := os.Chmod(p, d.mode); err != nil {
-			return err
-		}
-	}
-	if b.Root.RootFS == "" {
-		for _, name := range b.Root.HostEtc {
-			if err := replicate(filepath.Join("/etc", name), filepath.Join(root, "etc", name)); err != nil {
-				return err
-			}
-		}
-	}
-	for name, data := range b.Root.Etc {
-		p := filepath.Join(root, "etc", filepath.Clean("/"+name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		_ = os.Remove(p)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return fmt.Errorf("write /etc/%s: %w", name, err)
-		}
+	if err := prepareTree(root, &b.Root); err != nil {
+		return err
 	}
 	if len(b.Root.TrustCA) > 0 {
 		if err := installCA(root, b.Root.TrustCA); err != nil {
@@ -147,7 +125,89 @@ func buildRoot(b *agentproto.Boot) error {
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach the host root: %w", err)
 	}
-	return os.Chdir("/")
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	return makeWorkdir(b.Root.Workdir)
+}
+
+// sandboxDirs are the directories every sandbox root has, made when
+// missing; the first ones are mount points.
+var sandboxDirs = []struct {
+	name string
+	mode os.FileMode
+}{{"proc", 0o555}, {"dev", 0o755}, {"etc", 0o755}, {"tmp", os.ModeSticky | 0o777}, {"workspace", 0o755},
+	{"root", 0o700}, {"home", 0o755}, {"var", 0o755}, {"var/tmp", os.ModeSticky | 0o777}, {"run", 0o755}, {"mnt", 0o755}}
+
+// prepareTree makes the directories and /etc files every sandbox root
+// has in root. A prepared root (an image) is hostile: a symbolic link
+// where one of these should be would, followed from here, lead into the
+// host's tree, which this mount namespace still sees until the pivot.
+// So everything is done through an os.Root of the new root, which keeps
+// every path inside it, and what is in the way of a directory airlock
+// makes (a link, a file) is replaced in the root's writable layer: in
+// particular /proc and /dev, mounted by path below, are then real
+// directories of the new root.
+func prepareTree(root string, spec *agentproto.RootSpec) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's root: %w", err)
+	}
+	defer r.Close()
+	dir := func(name string, mode os.FileMode) error {
+		if fi, err := r.Lstat(name); err == nil && !fi.IsDir() {
+			if err := r.Remove(name); err != nil {
+				return fmt.Errorf("replace /%s (%s) with a directory: %w", name, fi.Mode().Type(), err)
+			}
+		}
+		if err := r.MkdirAll(name, mode.Perm()); err != nil {
+			return fmt.Errorf("make /%s: %w", name, err)
+		}
+		if err := r.Chmod(name, mode); err != nil {
+			return fmt.Errorf("make /%s: %w", name, err)
+		}
+		return nil
+	}
+	for _, d := range sandboxDirs {
+		if err := dir(d.name, d.mode); err != nil {
+			return err
+		}
+	}
+	if spec.RootFS == "" {
+		for _, name := range spec.HostEtc {
+			if err := replicate(filepath.Join("/etc", name), filepath.Join(root, "etc", name)); err != nil {
+				return err
+			}
+		}
+	}
+	for name, data := range spec.Etc {
+		rel := filepath.Join("etc", filepath.Clean("/"+name))
+		if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+			return fmt.Errorf("write /%s: %w", rel, err)
+		}
+		if err := r.Remove(rel); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("write /%s: %w", rel, err)
+		}
+		if err := r.WriteFile(rel, data, 0o644); err != nil {
+			return fmt.Errorf("write /%s: %w", rel, err)
+		}
+	}
+	return nil
+}
+
+// makeWorkdir makes the default working directory when it is missing.
+// It runs after the pivot, where the sandbox's tree is all there is, so
+// that the image's links on the way resolve as its commands will see
+// them.
+func makeWorkdir(dir string) error {
+	w := filepath.Clean("/" + dir)
+	if _, err := os.Stat(w); w == "/" || err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(w, 0o755); err != nil {
+		return fmt.Errorf("make the working directory %s: %w", w, err)
+	}
+	return nil
 }
 
 // maxTrustStore bounds the root's certificate store read into the

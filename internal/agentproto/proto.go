@@ -129,6 +129,9 @@ type RootSpec struct {
 	// whose root directory belongs to the sandbox's root: the agent
 	// attaches it as the writable tree in place of a tmpfs.
 	DiskFD int `cbor:"disk_fd,omitempty"`
+	// Workdir, when set, is made (with its parents, mode 0755) unless
+	// it exists: the directory commands start in by default.
+	Workdir string `cbor:"workdir,omitempty"`
 	// Etc holds generated /etc files, by name relative to /etc.
 	Etc map[string][]byte `cbor:"etc,omitempty"`
 	// HostEtc lists /etc entries bound read-only from the host (for example

@@ -192,6 +192,8 @@ func markEnded(r *state.Record, status, reason string, exitCode *int) {
 
 func imageName(c airlock.Config) string {
 	switch {
+	case c.Image != "" && c.Image != "host":
+		return c.Image
 	case c.RootFS != "":
 		return "rootfs:" + c.RootFS
 	case c.Image == "":

@@ -38,9 +38,6 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if e := checkVFS(p.VFS); e != nil {
 		return nil, e
 	}
-	if p.Image != "" && p.Image != "host" {
-		return nil, rpcError(api.CodeUnsupported, "image %s is not available in this build: leave out image to use the host's /usr, /bin and /lib read-only, or give rootfs (a prepared root directory)", quote(p.Image))
-	}
 	cfg := airlock.Config{
 		Image:          p.Image,
 		RootFS:         p.RootFS,
@@ -57,6 +54,9 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		Network:        network,
 		Logger:         ss.log,
 		OnEvent:        ss.events.publish,
+		OnImageProgress: func(ip airlock.ImageProgress) {
+			_ = ss.out.notify(api.NotifyImageProgress, api.ImageProgress(ip))
+		},
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, invalidParams("create params: %v", err)
@@ -103,7 +103,9 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	ss.log.Info("sandbox created", "sandbox", sb.ID(), "ms", time.Since(start).Milliseconds())
 	// The environment commands get: secrets as placeholders, never
 	// their values.
-	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes()}, nil
+	img := sb.Image()
+	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes(),
+		Image: api.Image{Name: img.Name, Key: img.Key, WorkingDir: img.WorkingDir, User: img.User, Entrypoint: img.Entrypoint, Cmd: img.Cmd}}, nil
 }
 
 // article puts "a" or "an" before a JSON kind ("number", "object").

@@ -1,0 +1,192 @@
+package airlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/image"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
+)
+
+// ImageProgress reports work on an image that Create gets into the cache
+// before it starts a sandbox: a build, a download or a pull.
+type ImageProgress struct {
+	// Image is the name asked for.
+	Image string `json:"image"`
+	// Step is "resolve", "download", "unpack", "build", "verify",
+	// "pack" or "done".
+	Step string `json:"step"`
+	// Item is what the step works on: a layer's digest, a file, a
+	// package.
+	Item string `json:"item,omitempty"`
+	// Done of Total bytes (or items); Total is 0 when not known.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total,omitempty"`
+}
+
+// ImageInfo describes the image a sandbox runs.
+type ImageInfo struct {
+	// Name is the image as asked for ("host", "standard", a reference).
+	Name string `json:"name"`
+	// Key is its content key in the image cache; empty for host.
+	Key string `json:"key,omitempty"`
+	// Kind is how it was made: "variant", "oci", "download", or "host".
+	Kind string `json:"kind"`
+	// Env, WorkingDir, User, Entrypoint and Cmd are the image's own
+	// configuration, as an OCI image's config has them. Env and
+	// WorkingDir apply to every command; Entrypoint and Cmd are what
+	// `airlock run --image` runs when it is given no command.
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"working_dir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+}
+
+// DefaultCommand is the command the image runs when none is given: its
+// Entrypoint followed by its Cmd, as docker runs them. Empty when the
+// image names none.
+func (i ImageInfo) DefaultCommand() []string {
+	return append(append([]string{}, i.Entrypoint...), i.Cmd...)
+}
+
+// resolvedImage is what create learned of c.Image before the start.
+type resolvedImage struct {
+	info   ImageInfo
+	rootfs string
+}
+
+// usesImage reports whether c names an image from the cache (not the
+// host's, not a rootfs).
+func (c *Config) usesImage() bool {
+	return c.Image != "" && c.Image != image.Host
+}
+
+// imageCacheDir is the image cache c uses.
+func (c *Config) imageCacheDir() (string, error) {
+	if c.ImageCacheDir != "" {
+		return c.ImageCacheDir, nil
+	}
+	return store.DefaultDir()
+}
+
+// resolveImage gets c.Image into the image cache when it names one,
+// reporting progress to c.OnImageProgress, and returns it.
+func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
+	if !c.usesImage() {
+		return nil, nil
+	}
+	dir, err := c.imageCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	cache, err := store.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := newResolver(cache, c)
+	var progress store.ProgressFunc
+	if c.OnImageProgress != nil {
+		progress = func(p store.Progress) { c.OnImageProgress(ImageProgress(p)) }
+	}
+	start := time.Now()
+	img, err := r.Get(ctx, c.Image, progress)
+	if err != nil {
+		return nil, fmt.Errorf("get image %q: %w", c.Image, err)
+	}
+	c.Logger.Debug("image ready", "image", c.Image, "key", img.Key, "took", time.Since(start))
+	return &resolvedImage{
+		rootfs: img.RootFS,
+		info: ImageInfo{
+			Name: c.Image, Key: img.Key, Kind: img.Kind,
+			Env: img.Config.Env, WorkingDir: img.Config.WorkingDir, User: img.Config.User,
+			Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd,
+		},
+	}, nil
+}
+
+// imageEnv merges an environment (KEY=VALUE entries, later ones
+// winning) over base, in base's order with new keys after.
+func imageEnv(base, img []string) []string {
+	out := append([]string{}, base...)
+	index := map[string]int{}
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		index[k] = i
+	}
+	for _, kv := range img {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			continue
+		}
+		if i, ok := index[k]; ok {
+			out[i] = kv
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// imageHasFile reports whether the image's root tree has the regular
+// file name (relative to its root), not following symbolic links out
+// of it.
+func imageHasFile(rootfs, name string) bool {
+	r, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	fi, err := r.Stat(name)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// errImageAndRootFS is the refusal of a config that names both.
+var errImageAndRootFS = errors.New("give image or rootfs, not both")
+
+// workingDir is where commands start unless they say otherwise: the
+// image's WorkingDir, or /workspace.
+func (c *Config) workingDir() string {
+	if c.image != nil && c.image.info.WorkingDir != "" {
+		return c.image.info.WorkingDir
+	}
+	return "/workspace"
+}
+
+// Image describes the image the sandbox runs.
+func (s *Sandbox) Image() ImageInfo {
+	if s.cfg.image != nil {
+		return s.cfg.image.info
+	}
+	if s.cfg.RootFS != "" {
+		return ImageInfo{Name: "rootfs:" + s.cfg.RootFS, Kind: "rootfs"}
+	}
+	return ImageInfo{Name: image.Host, Kind: image.Host}
+}
+
+// PrepareImage gets the image cfg names into the image cache (building,
+// downloading or pulling it, with progress to cfg.OnImageProgress) and
+// describes it, without starting a sandbox. A later Create with cfg
+// finds it there.
+func PrepareImage(ctx context.Context, cfg Config) (ImageInfo, error) {
+	if err := cfg.Validate(); err != nil {
+		return ImageInfo{}, fmt.Errorf("invalid sandbox config: %w", err)
+	}
+	c := cfg.withDefaults()
+	img, err := resolveImage(ctx, &c)
+	if err != nil {
+		return ImageInfo{}, err
+	}
+	if img == nil {
+		if c.RootFS != "" {
+			return ImageInfo{Name: "rootfs:" + c.RootFS, Kind: "rootfs"}, nil
+		}
+		return ImageInfo{Name: image.Host, Kind: image.Host}, nil
+	}
+	return img.info, nil
+}

@@ -1,0 +1,153 @@
+package airlock_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
+)
+
+// busyboxApplets are the commands a test image links to busybox.
+var busyboxApplets = []string{"sh", "echo", "cat", "ls", "pwd", "id", "env", "readlink", "stat", "touch", "mkdir", "hostname"}
+
+// putImage makes an image in the cache at dir from a tree holding
+// Debian's static busybox, names it name, and lets edit change the tree
+// first.
+func putImage(t *testing.T, dir, name string, cfg store.Config, edit func(root string)) store.Image {
+	t.Helper()
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Skip("no /bin/busybox (Debian's busybox-static)")
+	}
+	c, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.Key([]byte(t.Name() + name))
+	img, err := c.Make(context.Background(), key, func(_ context.Context, work string) (store.Meta, error) {
+		root := filepath.Join(work, "rootfs")
+		for _, d := range []string{"bin", "etc"} {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				return store.Meta{}, err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), bb, 0o755); err != nil {
+			return store.Meta{}, err
+		}
+		for _, a := range busyboxApplets {
+			if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
+				return store.Meta{}, err
+			}
+		}
+		if edit != nil {
+			edit(root)
+		}
+		return store.Meta{Kind: "oci", Source: "test", Config: cfg}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tag(name, img.Key); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// An image in the cache is the sandbox's root: its Env and WorkingDir
+// apply to every command, its own accounts stay, and what the sandbox
+// says of it is what the image says.
+func TestImageFromCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := store.Config{Env: []string{"PATH=/bin", "GREETING=from the image", "OVERRIDDEN=image"}, WorkingDir: "/srv/app", Cmd: []string{"echo", "default"}, User: "0"}
+	putImage(t, dir, "example.test/team/tool:1", cfg, func(root string) {
+		os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n"), 0o644)
+	})
+	sb := newSandbox(t, airlock.Config{Image: "example.test/team/tool:1", ImageCacheDir: dir, Env: map[string]string{"OVERRIDDEN": "caller"}})
+	res, err := sb.Run(ctx, airlock.Command{Shell: `pwd; echo "$GREETING/$OVERRIDDEN/$PATH"; cat /etc/passwd; hostname`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/srv/app\nfrom the image/caller//bin\nroot:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n" + sb.ID() + "\n"
+	if string(res.Stdout) != want || res.ExitCode != 0 {
+		t.Fatalf("stdout %q, stderr %q, exit %d; want %q", res.Stdout, res.Stderr, res.ExitCode, want)
+	}
+	info := sb.Image()
+	if info.Name != "example.test/team/tool:1" || info.WorkingDir != "/srv/app" || strings.Join(info.DefaultCommand(), " ") != "echo default" || !strings.HasPrefix(info.Key, "sha256:") {
+		t.Fatalf("Image(): %+v", info)
+	}
+	// A command's own directory still wins.
+	res, err = sb.Run(ctx, airlock.Command{Argv: []string{"pwd"}, Dir: "/"})
+	if err != nil || string(res.Stdout) != "/\n" {
+		t.Fatalf("pwd in /: %q %v", res.Stdout, err)
+	}
+	// PrepareImage finds it cached and says the same.
+	got, err := airlock.PrepareImage(ctx, airlock.Config{Image: "example.test/team/tool:1", ImageCacheDir: dir})
+	if err != nil || got.Key != info.Key {
+		t.Fatalf("PrepareImage: %+v %v", got, err)
+	}
+}
+
+// An image's links where airlock makes its directories and /etc files
+// lead nowhere outside it: the agent assembles the root while it still
+// sees the host's tree, so a followed link would write there.
+func TestImageLinksStayInside(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	// World-writable, so that the sandbox's uid could write here if any
+	// of the image's links were followed on the host.
+	// Not under /tmp, where the agent mounts its stage.
+	trap, err := os.MkdirTemp("/var/tmp", "airlock-trap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(trap) })
+	if err := os.Chmod(trap, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	putImage(t, dir, "hostile", store.Config{Env: []string{"PATH=/bin"}, WorkingDir: "/work/dir"}, func(root string) {
+		os.RemoveAll(filepath.Join(root, "etc"))
+		for name, target := range map[string]string{
+			"etc": trap, "workspace": trap, "tmp": trap, "proc": trap, "dev": trap, "run": "../../../../.." + trap,
+			"work": "/srv", "root": trap, "home": "/", "mnt": "/proc/self/root" + trap,
+		} {
+			if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.MkdirAll(filepath.Join(root, "var"), 0o755)
+		os.MkdirAll(filepath.Join(root, "srv"), 0o755)
+		os.Symlink(trap, filepath.Join(root, "var", "tmp"))
+	})
+	sb := newSandbox(t, airlock.Config{Image: "hostile", ImageCacheDir: dir})
+	res, err := sb.Run(ctx, airlock.Command{Shell: `pwd; for d in /etc /workspace /tmp /proc /dev /run /root /home /mnt /var/tmp; do [ -d "$d" ] && [ ! -L "$d" ] || echo "$d is not a directory"; done; cat /etc/hostname; touch /tmp/x /workspace/x /etc/x /work/dir/x /srv/dir/y && ls /work/dir && echo wrote`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "/srv/dir\n" + sb.ID() + "\nx\ny\nwrote\n"; string(res.Stdout) != want {
+		t.Fatalf("stdout %q, stderr %q; want %q", res.Stdout, res.Stderr, want)
+	}
+	ents, _ := os.ReadDir(trap)
+	if len(ents) != 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("the sandbox's start wrote %v into the host's %s through the image's links", names, trap)
+	}
+}
+
+// An image and a rootfs at once is a mistake the config names.
+func TestImageAndRootFS(t *testing.T) {
+	_, err := airlock.Create(context.Background(), airlock.Config{Image: "standard", RootFS: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "image or rootfs") {
+		t.Fatalf("Create with image and rootfs: %v", err)
+	}
+}
