@@ -110,10 +110,21 @@ func (r *Resolver) make(ctx context.Context, name string, progress store.Progres
 	}
 	img, err := m(ctx, r.Cache, name, progress)
 	if err != nil {
+		if !r.IsVariant(name) && bareName(name) {
+			// Most likely a variant mistyped, not an image of Docker
+			// Hub's library.
+			return store.Image{}, fmt.Errorf("image %q is not a variant (%s), and as an OCI image: %w", name, strings.Join(r.Variants, ", "), err)
+		}
 		return store.Image{}, err
 	}
 	progress(store.Progress{Image: name, Step: "done", Done: img.Size, Total: img.Size})
 	return img, nil
+}
+
+// bareName reports whether name is a plain word, with no registry,
+// path, tag or digest.
+func bareName(name string) bool {
+	return !strings.ContainsAny(name, "/:@.")
 }
 
 func progressOrNothing(p store.ProgressFunc) store.ProgressFunc {
