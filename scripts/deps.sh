@@ -5,7 +5,7 @@ set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap; do
+for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static; do
 	have "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

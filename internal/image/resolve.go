@@ -117,6 +117,13 @@ func (r *Resolver) make(ctx context.Context, name string, progress store.Progres
 		}
 		return store.Image{}, err
 	}
+	// The vm level attaches an image as an erofs disk: packed now,
+	// while the tree is hot in the page cache. A failure here costs the
+	// vm level a pack later, and nothing else.
+	progress(store.Progress{Image: name, Step: "pack", Item: "erofs"})
+	if _, err := r.Cache.EROFS(ctx, img); err != nil {
+		progress(store.Progress{Image: name, Step: "pack", Item: "erofs not made: " + err.Error()})
+	}
 	progress(store.Progress{Image: name, Step: "done", Done: img.Size, Total: img.Size})
 	return img, nil
 }
