@@ -72,6 +72,7 @@ fuzz:
 	$(call fuzz1,FuzzParseAuthority,80000,./internal/intercept)
 	$(call fuzz1,FuzzDeflate,20000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
