@@ -5,7 +5,10 @@ set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static; do
+# docker-registry and apache2-utils (htpasswd): the OCI image tests' local
+# registry; skopeo: the pull benchmark's reference.
+for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static \
+	docker-registry apache2-utils skopeo; do
 	have "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then
@@ -19,3 +22,8 @@ echo "installing: ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}"
+# The tests start docker-registry themselves, on loopback ports of their
+# own: the service the package starts is not wanted.
+if printf '%s\n' "${need[@]}" | grep -qx docker-registry && [ -d /run/systemd/system ]; then
+	systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi
