@@ -66,6 +66,7 @@ fuzz:
 	$(call fuzz1,FuzzCut,150000,./internal/jsonblob)
 	$(call fuzz1,FuzzWriteText,100000,./internal/jsonblob)
 	$(call fuzz1,FuzzDecode,100000,./internal/strictjson)
+	$(call fuzz1,FuzzParseManifest,50000,./internal/image/dist)
 	$(call fuzz1,FuzzClassify,80000,./internal/netstack)
 	$(call fuzz1,FuzzDNSQuery,80000,./internal/netstack,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzParseUpstream,80000,./internal/netstack,-fuzzminimizetime 10x)
