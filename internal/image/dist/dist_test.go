@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -465,5 +466,65 @@ func TestRemoteManifestNamesNoFiles(t *testing.T) {
 	_, err := (&dist.Client{Manifest: m.URL + "/manifest.json", Fetcher: fastFetcher()}).Download(testCtx(t), openCache(t, t.TempDir()), "tiny", nil)
 	if err == nil || !strings.Contains(err.Error(), "local file") {
 		t.Fatalf("Download: %v, want a file URL in a remote manifest refused", err)
+	}
+}
+
+// With EROFS, Publish writes each image's erofs file, and a Client that
+// asks for it gets it into the image, checked like the archive.
+func TestPublishDownloadEROFS(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
+		t.Skip("mkfs.erofs is not installed (Debian: erofs-utils)")
+	}
+	c := openCache(t, t.TempDir())
+	makeImage(t, c, "tiny", store.Config{}, makeTree)
+	out := t.TempDir()
+	res, err := dist.Publish(testCtx(t), c, out, nil, dist.PublishOptions{EROFS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := res.Manifest.Artifacts[dist.EROFSName("tiny", runtime.GOARCH)]
+	if !ok || !strings.HasSuffix(e.URL, ".erofs") {
+		t.Fatalf("no erofs artifact published: %+v", res.Manifest.Artifacts)
+	}
+	m := serve(t, out)
+	cl := &dist.Client{Manifest: m.URL + "/manifest.json", Fetcher: fastFetcher(), EROFS: true}
+	img, err := cl.Download(testCtx(t), openCache(t, t.TempDir()), "tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sha256File(t, filepath.Join(img.Dir, "rootfs.erofs")); got != e.SHA256 {
+		t.Fatalf("the image's erofs file has sha256 %s, want the published %s", got, e.SHA256)
+	}
+	if len(img.Blobs) != 2 || img.Blobs[1] != "sha256:"+e.SHA256 {
+		t.Errorf("the image's blobs %v do not keep the erofs file", img.Blobs)
+	}
+	// Without asking, it is not downloaded.
+	cl.EROFS = false
+	before := m.count("/" + e.URL)
+	img, err = cl.Download(testCtx(t), openCache(t, t.TempDir()), "tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.count("/"+e.URL) != before {
+		t.Error("the erofs file was downloaded though not asked for")
+	}
+	if _, err := os.Stat(filepath.Join(img.Dir, "rootfs.erofs")); err == nil {
+		t.Error("an erofs file is in an image that did not ask for one")
+	}
+	// Asked for later, it is added to the image the cache holds.
+	cl.EROFS = true
+	c2, _ := store.Open(filepath.Dir(filepath.Dir(img.Dir)))
+	again, err := cl.Download(testCtx(t), c2, "tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Key != img.Key {
+		t.Fatalf("the image was made again (%s, was %s)", again.Key, img.Key)
+	}
+	if got := sha256File(t, filepath.Join(img.Dir, "rootfs.erofs")); got != e.SHA256 {
+		t.Fatalf("the added erofs file has sha256 %s, want %s", got, e.SHA256)
+	}
+	if p, err := c2.EROFS(testCtx(t), again); err != nil || p != filepath.Join(img.Dir, "rootfs.erofs") {
+		t.Errorf("the cache's EROFS gives %s, %v", p, err)
 	}
 }

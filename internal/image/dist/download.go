@@ -232,6 +232,10 @@ func (c *Client) get(ctx context.Context, cache *store.Cache, m *Manifest, varia
 		if err != nil {
 			return store.Image{}, err
 		}
+	} else if erofs != nil {
+		if err := c.addEROFS(ctx, cache, img, variant, *erofs, progress); err != nil {
+			return store.Image{}, err
+		}
 	}
 	if err := cache.Tag(variant, key); err != nil {
 		return store.Image{}, err
@@ -290,7 +294,7 @@ func (c *Client) make(ctx context.Context, cache *store.Cache, m *Manifest, vari
 		if erofsPath != "" {
 			// The erofs file is the blob itself, under a second name:
 			// it takes no more room.
-			if err := os.Link(erofsPath, filepath.Join(dir, "rootfs.erofs")); err != nil {
+			if err := os.Link(erofsPath, filepath.Join(dir, erofsFile)); err != nil {
 				return store.Meta{}, fmt.Errorf("put image %s's erofs file in place: %w", variant, err)
 			}
 		}
@@ -302,6 +306,47 @@ func (c *Client) make(ctx context.Context, cache *store.Cache, m *Manifest, vari
 			Blobs:  blobs,
 		}, nil
 	})
+}
+
+// erofsFile is the name of an image's erofs file in its folder, where
+// store.Cache.EROFS finds it.
+const erofsFile = "rootfs.erofs"
+
+// addEROFS gives an image that the cache holds without one the erofs
+// file the manifest has for it.
+func (c *Client) addEROFS(ctx context.Context, cache *store.Cache, img store.Image, variant string, want fetch.Want, progress store.ProgressFunc) error {
+	dst := filepath.Join(img.Dir, erofsFile)
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	f, err := c.fetcher().Blob(ctx, cache, want, throttle(progress, variant, "download", EROFSName(variant, c.arch())))
+	if err != nil {
+		return fmt.Errorf("download image %s's erofs file: %w", variant, err)
+	}
+	f.Close()
+	blob, err := cache.BlobPath(want.Digest())
+	if err != nil {
+		return err
+	}
+	// The image's lock: its maker and store's packer take it too.
+	unlock, err := cache.Lock(ctx, img.Key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	tmp := dst + ".link"
+	os.Remove(tmp)
+	if err := os.Link(blob, tmp); err != nil {
+		return fmt.Errorf("put image %s's erofs file in place: %w", variant, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put image %s's erofs file in place: %w", variant, err)
+	}
+	return nil
 }
 
 // countingReader reports the bytes read through it.
