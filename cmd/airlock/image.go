@@ -44,6 +44,7 @@ list and remove images ahead of time.`,
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "image cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
 	cmd.AddCommand(newImageListCmd(&cacheDir), newImageRmCmd(&cacheDir), newImagePruneCmd(&cacheDir))
 	cmd.AddCommand(newImagePullCmd(&cacheDir))
+	cmd.AddCommand(newImagePublishCmd(&cacheDir))
 	return cmd
 }
 

@@ -91,6 +91,6 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newRunCmd(), newExecCmd(), newAttachCmd(), newCpCmd(), newLogsCmd(),
 		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(), newPolicyCmd(),
-		rpcCmd, newSuperviseCmd(), newVersionCmd(), newDoctorCmd(), newImageCmd())
+		rpcCmd, newSuperviseCmd(), newVersionCmd(), newDoctorCmd(), newImageCmd(), newPrefetchCmd())
 	return root
 }

@@ -69,6 +69,11 @@ func ConfiguredManifest() (string, error) {
 	return u, nil
 }
 
+// ManifestURL turns a manifest's location as a user gives it (an http,
+// https or file URL, or a path, relative to the working folder) into a
+// URL.
+func ManifestURL(v string) (string, error) { return manifestURL(v, "") }
+
 // configValue reads "image_manifest" from the config file at p, "" when
 // the file or the member is not there. Other members belong to other
 // settings and are left alone.
