@@ -5,11 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // busyboxApplets are the commands a test image links to busybox.
@@ -149,5 +153,46 @@ func TestImageAndRootFS(t *testing.T) {
 	_, err := airlock.Create(context.Background(), airlock.Config{Image: "standard", RootFS: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "image or rootfs") {
 		t.Fatalf("Create with image and rootfs: %v", err)
+	}
+}
+
+// An OCI image named by a create is pulled into the cache first, with
+// progress, and found there by the next.
+func TestImagePulledOnCreate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ref, err := testbin.BusyboxLayout(filepath.Join(t.TempDir(), "layout"), "v1", v1.Config{Env: []string{"PATH=/bin", "FROM=layout"}, WorkingDir: "/w", Cmd: []string{"sh"}})
+	if err != nil {
+		t.Skip(err)
+	}
+	cache := t.TempDir()
+	var mu sync.Mutex
+	steps := map[string]bool{}
+	cfg := airlock.Config{Image: ref, ImageCacheDir: cache, OnImageProgress: func(p airlock.ImageProgress) {
+		mu.Lock()
+		steps[p.Step] = true
+		mu.Unlock()
+	}}
+	sb := newSandbox(t, cfg)
+	res, err := sb.Run(ctx, airlock.Command{Shell: `echo "$FROM in $(pwd)"`})
+	if err != nil || string(res.Stdout) != "layout in /w\n" {
+		t.Fatalf("%q %q %v", res.Stdout, res.Stderr, err)
+	}
+	mu.Lock()
+	for _, s := range []string{"unpack", "done"} {
+		if !steps[s] {
+			t.Errorf("no %q progress while the image was pulled (got %v)", s, steps)
+		}
+	}
+	steps = map[string]bool{}
+	mu.Unlock()
+	sb2 := newSandbox(t, cfg)
+	if sb2.Image().Key != sb.Image().Key {
+		t.Fatalf("keys %s and %s", sb2.Image().Key, sb.Image().Key)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(steps) != 0 {
+		t.Errorf("a cached image was got again: progress %v", steps)
 	}
 }

@@ -39,6 +39,10 @@ type Resolver struct {
 	// Pull gets any other name from a registry, a local OCI layout or a
 	// docker-save tarball.
 	Pull Maker
+	// Canonical, when set, gives the name under which Pull names what it
+	// pulls ("python:3" is "docker.io/library/python:3"), so that a
+	// cached image is found without asking its registry.
+	Canonical func(name string) (string, error)
 
 	mu       sync.Mutex
 	inflight map[string]*call
@@ -63,7 +67,13 @@ func (r *Resolver) Get(ctx context.Context, name string, progress store.Progress
 	if name == "" || name == Host {
 		return store.Image{}, fmt.Errorf("the %s image is not in the image cache: it is the host's own /usr, /bin and /lib", Host)
 	}
-	if img, err := r.Cache.Lookup(name); err == nil {
+	img, err := r.Cache.Lookup(name)
+	if errors.Is(err, store.ErrNotFound) && !r.IsVariant(name) && r.Canonical != nil {
+		if cn, cerr := r.Canonical(name); cerr == nil && cn != name {
+			img, err = r.Cache.Lookup(cn)
+		}
+	}
+	if err == nil {
 		return img, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		// A damaged entry is made again.

@@ -105,3 +105,23 @@ func TestResolverNamesVariantsForAMistypedOne(t *testing.T) {
 		t.Fatalf("a reference: %v", err)
 	}
 }
+
+func TestResolverFindsCanonicalNames(t *testing.T) {
+	c, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pulls atomic.Int32
+	pull := maker("oci", &pulls)
+	r := &Resolver{Cache: c,
+		Canonical: func(n string) (string, error) { return "docker.io/library/" + n, nil },
+		Pull: func(ctx context.Context, c *store.Cache, name string, p store.ProgressFunc) (store.Image, error) {
+			return pull(ctx, c, "docker.io/library/"+name, p)
+		}}
+	if _, err := r.Get(context.Background(), "python:3", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(context.Background(), "python:3", nil); err != nil || pulls.Load() != 1 {
+		t.Fatalf("an image cached under its canonical name was pulled again: %v, pulls %d", err, pulls.Load())
+	}
+}
