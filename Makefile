@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build deps demo test lint vet cross fmt-check staticcheck unit fuzz bench clean install
+.PHONY: all build deps demo test lint vet cross fmt-check staticcheck images unit fuzz bench clean install
 
 all: build
 
@@ -27,7 +27,7 @@ demo: deps build
 	$(BIN)/airlock doctor
 	$(BIN)/airlock run --memory 256m --timeout 30s -- python3 -c 'import os, socket; print("hello from", socket.gethostname(), "as uid", os.getuid())'
 
-test: deps lint unit fuzz
+test: deps lint images unit fuzz
 
 lint: vet cross fmt-check staticcheck
 
@@ -43,6 +43,18 @@ fmt-check:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# The image variants the tests run are built once into a cache outside the
+# checkout, keyed by their content (package list, suite, architecture,
+# recipe), and reused by every later run; a new key builds again. As root
+# only (mmdebstrap needs it); the tests that need them skip otherwise.
+IMAGE_TEST_CACHE ?= /var/cache/airlock-test
+export AIRLOCK_TEST_IMAGE_CACHE := $(IMAGE_TEST_CACHE)
+
+images:
+	@if [ "$$(id -u)" -eq 0 ]; then \
+		CGO_ENABLED=0 $(GO) run ./cmd/airlock image build --plain --cache-dir $(IMAGE_TEST_CACHE) --all; \
+	else echo "images: not root, the image variant tests will skip"; fi
 
 unit:
 	$(GO) test -race -count=1 -timeout 25m ./...
@@ -74,6 +86,7 @@ fuzz:
 	$(call fuzz1,FuzzDeflate,20000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzParseLine,100000,./internal/image/variant)
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest

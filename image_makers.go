@@ -7,6 +7,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/image/dist"
 	"github.com/airlock-sandbox/airlock/internal/image/oci"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/image/variant"
 )
 
 // newResolver is the image resolver for c's images in cache: with every
@@ -17,7 +18,8 @@ import (
 func newResolver(cache *store.Cache, c *Config) *image.Resolver {
 	r := &image.Resolver{
 		Cache:     cache,
-		Variants:  []string{"minimal", "standard", "full"},
+		Variants:  variant.Names(),
+		Build:     variant.Build,
 		Canonical: oci.CanonicalName,
 		Pull: func(ctx context.Context, cache *store.Cache, name string, p store.ProgressFunc) (store.Image, error) {
 			return oci.Pull(ctx, cache, name, oci.Options{}, p)

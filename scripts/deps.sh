@@ -6,9 +6,11 @@ set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # docker-registry and apache2-utils (htpasswd): the OCI image tests' local
-# registry; skopeo: the pull benchmark's reference.
+# registry; skopeo: the pull benchmark's reference. mmdebstrap (with
+# the archive keyring and gpg it checks the mirror with): image variants.
 for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static \
-	docker-registry apache2-utils skopeo; do
+	docker-registry apache2-utils skopeo \
+	mmdebstrap debian-archive-keyring gpg; do
 	have "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

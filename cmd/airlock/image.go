@@ -42,7 +42,7 @@ list and remove images ahead of time.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "image cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
-	cmd.AddCommand(newImageListCmd(&cacheDir), newImageRmCmd(&cacheDir), newImagePruneCmd(&cacheDir))
+	cmd.AddCommand(newImageBuildCmd(&cacheDir), newImageListCmd(&cacheDir), newImageRmCmd(&cacheDir), newImagePruneCmd(&cacheDir))
 	cmd.AddCommand(newImagePullCmd(&cacheDir))
 	cmd.AddCommand(newImagePublishCmd(&cacheDir))
 	return cmd

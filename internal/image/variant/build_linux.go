@@ -46,10 +46,12 @@ var stripped = []string{
 }
 
 // customize runs (as sh, $1 the root) once every package is installed:
-// what the host lent the build (its resolver and name) and the backups
-// dpkg and debconf keep go. mmdebstrap removes apt's lists and caches,
-// logs and /tmp itself afterwards.
-const customize = `rm -f "$1/etc/resolv.conf" "$1/etc/hostname" "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old`
+// what the host lent the build (its resolver and name) goes, as do the
+// backups dpkg and debconf keep, and the links dpkg leaves in
+// /usr/share/doc to docs it did not unpack. mmdebstrap removes apt's
+// lists and caches, logs and /tmp itself afterwards.
+const customize = `rm -f "$1/etc/resolv.conf" "$1/etc/hostname" "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old && ` +
+	`chroot "$1" find /usr/share/doc -xtype l -delete`
 
 // fill builds v's root tree into dir/rootfs with mmdebstrap.
 func (b *Builder) fill(ctx context.Context, v Variant, dir string, t *throttle) error {

@@ -22,7 +22,7 @@ import (
 // packages (mmdebstrap's options, what is stripped, the hooks). It is
 // part of every key, so a change to the recipe makes new images rather
 // than reusing ones built the old way: bump it with any such change.
-const recipeVersion = 1
+const recipeVersion = 2
 
 // Variant is an image built from Debian packages.
 type Variant struct {
