@@ -86,7 +86,7 @@ fuzz:
 	$(call fuzz1,FuzzDeflate,20000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
-	$(call fuzz1,FuzzParseLine,100000,./internal/image/variant)
+	$(call fuzz1,FuzzParseLine,50000,./internal/image/variant)
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest

@@ -79,6 +79,10 @@ func (p *progressParser) line(s string) (store.Progress, bool) {
 	case strings.HasPrefix(s, "I: cleaning package lists"):
 		p.step = StepStrip
 		return store.Progress{Image: p.image, Step: StepStrip}, true
+	case p.step == "" || p.step == StepResolve:
+		// Hooks that run before the download (the merged-/usr one
+		// installs a package of its own) are no part of a round.
+		return store.Progress{}, false
 	case strings.HasPrefix(s, "Unpacking "):
 		p.unpacked++
 		return p.at(StepUnpack), true
