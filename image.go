@@ -23,9 +23,12 @@ type ImageProgress struct {
 	// Item is what the step works on: a layer's digest, a file, a
 	// package.
 	Item string `json:"item,omitempty"`
-	// Done of Total bytes (or items); Total is 0 when not known.
+	// Done of Total bytes, or of items when Unit is "items"; Total is
+	// 0 when not known.
 	Done  int64 `json:"done"`
 	Total int64 `json:"total,omitempty"`
+	// Unit is "" for bytes, "items" for a count (packages).
+	Unit string `json:"unit,omitempty"`
 }
 
 // ImageInfo describes the image a sandbox runs.

@@ -79,9 +79,12 @@ type ImageProgress struct {
 	Step string `json:"step"`
 	// Item is what the step works on: a layer's digest, a file.
 	Item string `json:"item,omitempty"`
-	// Done of Total bytes (or items); Total is absent when not known.
+	// Done of Total bytes, or of items when Unit is "items"; Total is
+	// absent when not known.
 	Done  int64 `json:"done"`
 	Total int64 `json:"total,omitempty"`
+	// Unit is absent for bytes, "items" for a count (packages).
+	Unit string `json:"unit,omitempty"`
 }
 
 // Image is the image a sandbox runs, in create's result.

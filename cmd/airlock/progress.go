@@ -77,11 +77,16 @@ func (v *progressView) bar(key string, p store.Progress) {
 			name += " " + shortItem(p.Item)
 		}
 		name = termText(name)
-		if p.Total > 0 {
+		switch {
+		case p.Total > 0 && p.Unit == "items":
+			b = v.p.AddBar(p.Total,
+				mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
+				mpb.AppendDecorators(decor.CountersNoUnit("%d / %d"), decor.Percentage(decor.WCSyncSpace)))
+		case p.Total > 0:
 			b = v.p.AddBar(p.Total,
 				mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 				mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
-		} else {
+		default:
 			b = v.p.AddSpinner(0,
 				mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 				mpb.AppendDecorators(decor.CurrentKibiByte("% .1f")))
@@ -124,6 +129,8 @@ func plainProgress(p store.Progress) string {
 	switch {
 	case p.Step == "done":
 		return s + fmt.Sprintf(" (%s)", humanBytes(p.Done))
+	case p.Total > 0 && p.Unit == "items":
+		return s + fmt.Sprintf(" %d of %d (%d%%)", p.Done, p.Total, p.Done*100/p.Total)
 	case p.Total > 0:
 		return s + fmt.Sprintf(" %s of %s (%d%%)", humanBytes(p.Done), humanBytes(p.Total), p.Done*100/p.Total)
 	case p.Done > 0:

@@ -117,7 +117,6 @@ func TestSpecFieldsAccepted(t *testing.T) {
 	c.create("go", map[string]any{"image": "", "resources": map[string]any{"cpus": 1, "memory_mb": 256, "timeout_seconds": 300},
 		"env": map[string]string{"A": "b"}, "vfs": map[string]any{"direct_mounts": map[string]any{}, "mounts": map[string]any{}}})
 	for i, p := range []map[string]any{
-		{"image": "standard"},
 		{"vfs": map[string]any{"direct_mounts": map[string]any{"/mnt/data": map[string]any{"host_path": "/host/data", "readonly": true}}}},
 		{"vfs": map[string]any{"mounts": map[string]any{"/workspace": map[string]any{"type": "memory"}}}},
 	} {

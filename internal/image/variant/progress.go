@@ -116,9 +116,9 @@ func (p *progressParser) at(step string) store.Progress {
 	case StepDownload:
 		r.Done, r.Total = p.dlDone, p.dlTotal
 	case StepUnpack:
-		r.Done, r.Total = p.unpacked, p.pkgTotal
+		r.Done, r.Total, r.Unit = p.unpacked, p.pkgTotal, "items"
 	case StepConfigure:
-		r.Done, r.Total = p.configured, p.pkgTotal
+		r.Done, r.Total, r.Unit = p.configured, p.pkgTotal, "items"
 	}
 	if r.Total > 0 && r.Done > r.Total {
 		r.Done = r.Total

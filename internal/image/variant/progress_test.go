@@ -52,15 +52,15 @@ func TestProgressParser(t *testing.T) {
 		{Step: StepDownload, Item: e, Done: 37_600, Total: 3_000_000},
 		{Step: StepDownload, Item: e, Done: 2_794_600, Total: 3_000_000},
 		{Step: StepDownload, Item: e, Done: 3_000_000, Total: 3_000_000}, // 3,999,600 bounded by Total
-		{Step: StepUnpack, Item: e, Total: 3},
-		{Step: StepUnpack, Item: e, Done: 1, Total: 3},
-		{Step: StepUnpack, Item: e, Done: 2, Total: 3},
-		{Step: StepConfigure, Item: e, Done: 1, Total: 3},
+		{Step: StepUnpack, Item: e, Total: 3, Unit: "items"},
+		{Step: StepUnpack, Item: e, Done: 1, Total: 3, Unit: "items"},
+		{Step: StepUnpack, Item: e, Done: 2, Total: 3, Unit: "items"},
+		{Step: StepConfigure, Item: e, Done: 1, Total: 3, Unit: "items"},
 		{Step: StepDownload, Item: r},
 		{Step: StepDownload, Item: r, Total: 316_000},
 		{Step: StepDownload, Item: r, Done: 316_000, Total: 316_000},
-		{Step: StepUnpack, Item: r, Done: 1, Total: 1},
-		{Step: StepConfigure, Item: r, Done: 1, Total: 1},
+		{Step: StepUnpack, Item: r, Done: 1, Total: 1, Unit: "items"},
+		{Step: StepConfigure, Item: r, Done: 1, Total: 1, Unit: "items"},
 		{Step: StepStrip},
 	}
 	if len(got) != len(want) {
