@@ -64,6 +64,7 @@ type report struct {
 	Load      string         `json:"load"`
 	Source    variant.Source `json:"source"`
 	Variants  []result       `json:"variants"`
+	TTI       []ttiResult    `json:"time_to_interactive,omitempty"`
 }
 
 func main() { os.Exit(run()) }
@@ -74,6 +75,7 @@ func run() int {
 		jsonPath = flag.String("json", filepath.Join("bench", "results", "images.json"), "write the results as JSON to `FILE` (\"-\" for none)")
 		cacheDir = flag.String("cache", "", "measure against the image cache in `DIR`: a variant it holds is timed cached only, one it lacks is built there (default: a new, empty cache, so every build is cold, removed at the end)")
 		timeout  = flag.Duration("timeout", 90*time.Minute, "give up after this long")
+		ttiRuns  = flag.Int("tti", 100, "sandboxes started on each image (and on host) for the time to interactive; 0 leaves it out")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -122,7 +124,31 @@ func run() int {
 		}
 		rep.Variants = append(rep.Variants, r)
 	}
+	if *ttiRuns > 0 {
+		var built []string
+		for _, r := range rep.Variants {
+			if r.Key != "" {
+				built = append(built, r.Name)
+			}
+		}
+		agentDir, err := os.MkdirTemp("", "airlock-bench-images-agent-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(agentDir)
+		agent, err := buildAgent(ctx, agentDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "time to interactive: %d sandboxes on each of host, %s\n", *ttiRuns, strings.Join(built, ", "))
+		rep.TTI = measureTTI(ctx, dir, agent, built, *ttiRuns, 5)
+	}
 	writeTable(os.Stdout, rep)
+	if len(rep.TTI) > 0 {
+		writeTTITable(os.Stdout, rep.TTI)
+	}
 	if *jsonPath != "-" {
 		if err := os.MkdirAll(filepath.Dir(*jsonPath), 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, err)
