@@ -2,7 +2,8 @@
 // with them) to sandboxes, so that no two running sandboxes share one: a
 // shared uid would give them one set of per-uid kernel accounting
 // (RLIMIT_NPROC, inotify, keyrings, ...), and the files of one to the
-// other.
+// other. A sandbox under root holds a block of 65536 (its ids 0 to
+// 65535); the registry's range holds as many blocks as it has room for.
 //
 // The registry is a directory with one file per lease, whose name says
 // everything about it: the range and the process that holds it, by pid and
@@ -48,6 +49,9 @@ const (
 	filePerm = 0o600
 	// maxLeases bounds the directory read by an allocation.
 	maxLeases = 1 << 20
+	// idLimit is one past the last id: (uid_t)-1, 2^32-1, means "no
+	// id" to the kernel (chown's "leave it") and is never handed out.
+	idLimit = 1<<32 - 1
 )
 
 // Registry allocates blocks of ids from [first, first+size). A block of
@@ -60,8 +64,8 @@ type Registry struct {
 // Open opens the registry in dir, creating it (mode 0700) when missing.
 // dir must be a directory of the effective user, not a symbolic link.
 func Open(dir string, first, size uint32) (*Registry, error) {
-	if size == 0 || uint64(first)+uint64(size) > 1<<32 {
-		return nil, fmt.Errorf("open id registry %s: range [%d, %d+%d) is not within 32 bits", dir, first, first, size)
+	if size == 0 || uint64(first)+uint64(size) > idLimit {
+		return nil, fmt.Errorf("open id registry %s: range [%d, %d+%d) is not within the ids 0 to 2^32-2", dir, first, first, size)
 	}
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("open id registry: %w", err)
@@ -137,7 +141,7 @@ func parseLease(name string) (lease, bool) {
 	count, err2 := strconv.ParseUint(countS, 10, 32)
 	pid, err3 := strconv.ParseInt(pidS, 10, 32)
 	start, err4 := strconv.ParseUint(startS, 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || count == 0 || pid <= 0 || first+count > 1<<32 {
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || count == 0 || pid <= 0 || first+count > idLimit {
 		return lease{}, false
 	}
 	l := lease{first: uint32(first), count: uint32(count), holder: state.Supervisor{PID: int(pid), StartTime: start}, name: name}

@@ -92,7 +92,7 @@ func self(t *testing.T, id string) Owner {
 
 func TestParseLease(t *testing.T) {
 	s := state.Supervisor{PID: 4242, StartTime: 987654}
-	for _, c := range []struct{ first, count uint32 }{{0, 1}, {1_000_000_000, 1}, {65536, 65536}, {1<<32 - 1, 1}} {
+	for _, c := range []struct{ first, count uint32 }{{0, 1}, {1_000_000_000, 1}, {65536, 65536}, {1_000_000_000 + 32767*65536, 65536}, {1<<32 - 2, 1}} {
 		name := leaseName(c.first, c.count, s)
 		l, ok := parseLease(name)
 		if !ok || l.first != c.first || l.count != c.count || l.holder != s || l.name != name {
@@ -100,7 +100,7 @@ func TestParseLease(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "lock", "1+1", "1+1@2", "1+0@2.3", "1+1@0.3", "1+1@-2.3", "+1@2.3", "01+1@2.3",
-		"1+1@2.3.4", "4294967295+2@2.3", "4294967296+1@2.3", "1 +1@2.3", "1+1@2.3\n", ".1+1@2.3", "1+1@2.3x"} {
+		"1+1@2.3.4", "4294967295+1@2.3", "4294967294+2@2.3", "4294967296+1@2.3", "1 +1@2.3", "1+1@2.3\n", ".1+1@2.3", "1+1@2.3x"} {
 		if l, ok := parseLease(bad); ok {
 			t.Errorf("parseLease(%q) = %+v, want not a lease", bad, l)
 		}
@@ -365,7 +365,7 @@ func TestOpenRefuses(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "link"), 0, 1); err == nil {
 		t.Error("a symbolic link opened as a registry")
 	}
-	for _, c := range []struct{ first, size uint32 }{{0, 0}, {1<<32 - 1, 2}} {
+	for _, c := range []struct{ first, size uint32 }{{0, 0}, {1<<32 - 1, 1}, {1<<32 - 2, 2}, {1 << 31, 1 << 31}} {
 		if _, err := Open(filepath.Join(dir, "ids"), c.first, c.size); err == nil {
 			t.Errorf("registry [%d, +%d) opened", c.first, c.size)
 		}
@@ -380,5 +380,42 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	if fi, err := os.Stat(r.dir); err != nil || fi.Mode().Perm() != dirPerm {
 		t.Errorf("registry mode %v (%v), want %v", fi.Mode().Perm(), err, os.FileMode(dirPerm))
+	}
+}
+
+// TestSandboxRange fills the registry that sandboxes use under root (a
+// block of 65536 ids each from [1e9, 1e9+2^31)) but for one block, with
+// a lease that spans all the others and one single id: the next
+// allocation finds the free block, aligned and below (uid_t)-1, and the
+// one after is refused with the count of blocks.
+func TestSandboxRange(t *testing.T) {
+	const first, size, block = 1_000_000_000, 1 << 31, 65536
+	r, err := Open(filepath.Join(t.TempDir(), "ids"), first, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := self(t, "sb-test")
+	const blocks = size / block
+	for _, name := range []string{
+		leaseName(first, (blocks-2)*block, owner.Supervisor),     // all blocks but the last two
+		leaseName(first+(blocks-1)*block-1, 1, owner.Supervisor), // the last id of the one before the last
+	} {
+		if err := os.WriteFile(filepath.Join(r.dir, name), []byte("sb-held\n"), filePerm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := r.Allocate(context.Background(), owner, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint32(first + (blocks-1)*block); l.First != want || l.Count != block {
+		t.Errorf("allocated %d+%d, want the free block %d+%d", l.First, l.Count, want, block)
+	}
+	if end := uint64(l.First) + uint64(l.Count); end > 1<<32-1 {
+		t.Errorf("the block ends at %d, past the last id 2^32-2", end-1)
+	}
+	_, err = r.Allocate(context.Background(), owner, block)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("all %d blocks of %d ids", blocks, block)) {
+		t.Errorf("allocation from a full registry: %v, want a refusal naming its %d blocks", err, blocks)
 	}
 }
