@@ -19,6 +19,10 @@ var hostEtc = []string{
 	"ca-certificates.conf", "localtime", "timezone", "mime.types", "protocols", "services",
 	"gai.conf", "bash.bashrc", "profile", "profile.d", "inputrc", "terminfo", "magic",
 	"magic.mime", "debian_version", "os-release", "perl", "gitconfig", "npmrc", "pip.conf",
+	// Accounts: the configuration that useradd, su and login need; the
+	// accounts themselves (passwd, group) are the sandbox's own.
+	"login.defs", "pam.d", "pam.conf", "security/limits.conf", "security/limits.d",
+	"security/pam_env.conf", "default/useradd", "default/locale", "skel",
 }
 
 // Bounds on what the kernel keeps for a sandbox's System V and POSIX

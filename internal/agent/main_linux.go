@@ -35,6 +35,10 @@ func Main(args []string) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	}
+	if len(args) > 1 && args[1] == agentproto.AwaitMapsArg {
+		awaitMaps(args[2:])
+		return
+	}
 	if err := closeOnExecAbove2(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
 		os.Exit(1)
@@ -65,6 +69,11 @@ func Main(args []string) {
 	// user code can see the agent (they live in the spawner's nested PID
 	// namespace), so it needs no protection from their signals.
 	go reapOrphans()
+	// Supplementary groups that came from the host (an unprivileged
+	// caller's, whose maps a helper wrote) are none of the sandbox's.
+	// Where the namespace denies setgroups, the host left none to drop
+	// or none can be dropped; either way this changes nothing.
+	_ = syscall.Setgroups(nil)
 	// Entering the user namespace gained capabilities, which cleared the
 	// parent-death signal set at clone; set it again. If the supervisor is
 	// already gone, its end of the channel is closed and Serve returns.
@@ -162,6 +171,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 		Seccomp:     b.Hardening.Seccomp,
 		Landlock:    b.Hardening.Landlock,
 		AllowPtrace: b.Hardening.AllowPtrace,
+		NoRootCaps:  b.Hardening.NoRootCaps,
 		MountProc:   true,
 		Mask:        mask,
 	}

@@ -111,6 +111,10 @@ func buildRoot(b *agentproto.Boot) error {
 		return fmt.Errorf("make /dev/shm: %w", err)
 	}
 	defer unix.Close(shmTree)
+	// Shared memory is no place for programs to gain ids.
+	if err := unix.MountSetattr(shmTree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return fmt.Errorf("make /dev/shm nosuid: %w", err)
+	}
 	if err := buildDev(filepath.Join(root, "dev"), shmTree); err != nil {
 		return err
 	}
@@ -325,7 +329,11 @@ func mountWritable(stage string, r *agentproto.RootSpec) error {
 	if r.Inodes > 0 {
 		opts += fmt.Sprintf(",nr_inodes=%d", r.Inodes)
 	}
-	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	// Not nosuid: set-id programs that root inside installs work for
+	// the sandbox's own ids. The file system belongs to the sandbox's
+	// user namespace, so the kernel honours them for its processes
+	// only, never for a host process that reaches it.
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount the sandbox's writable tree: %w", err)
 	}
 	return nil

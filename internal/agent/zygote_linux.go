@@ -23,8 +23,8 @@ import (
 // The spawner ("zygote") is a second copy of the agent binary that runs as
 // PID 1 of a nested PID namespace, in its own mount namespace with a /proc
 // that shows only user processes. It joins the limited cgroup, applies
-// rlimits, landlock, no_new_privs, an empty capability set and the seccomp
-// filter to itself, and then starts every user command with a plain
+// rlimits, landlock, the seccomp filter and the sandbox's capability
+// bounds to itself, and then starts every user command with a plain
 // fork+exec, so commands inherit all of it with no per-exec cost. The agent
 // proper stays outside: invisible to user code, unlimited by the cgroup that
 // user code can exhaust, and unreachable by signals or ptrace.
@@ -79,6 +79,7 @@ type ZygoteConfig struct {
 	Seccomp     bool    `cbor:"seccomp"`
 	Landlock    bool    `cbor:"landlock"`
 	AllowPtrace bool    `cbor:"ptrace"`
+	NoRootCaps  bool    `cbor:"norootcaps,omitempty"`
 	MountProc   bool    `cbor:"proc"`
 	// Mask, when set, replaces the host's identity for commands (see
 	// HostMask); it needs MountProc.

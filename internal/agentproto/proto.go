@@ -58,6 +58,15 @@ const SpawnerSetupTimeout = time.Minute
 // mount through it.
 const HoldArg = "hold-userns"
 
+// AwaitMapsArg, as the agent binary's first argument, followed by the
+// numbers of two descriptors (a pipe and the agent binary), makes it
+// wait for a byte on the pipe and then execute the binary again as the
+// agent proper. The host starts it so in a new user namespace whose
+// maps a helper (newuidmap, newgidmap) writes once the process exists;
+// the execution after the maps are written is what gives root inside
+// its capabilities in the namespace.
+const AwaitMapsArg = "await-maps"
+
 // Boot is the first frame the host sends. It tells the agent how to prepare
 // the sandbox before it accepts requests.
 type Boot struct {
@@ -192,6 +201,13 @@ type Hardening struct {
 	Seccomp     bool `cbor:"seccomp"`
 	Landlock    bool `cbor:"landlock"`
 	AllowPtrace bool `cbor:"ptrace"`
+	// NoRootCaps takes root's capabilities inside away too: commands
+	// hold none whatever their uid, and set-id bits and file
+	// capabilities give nothing (no_new_privs). Without it, root inside
+	// holds the sandbox's capabilities (RootCaps, in its own user
+	// namespace only) and set-id programs work as on any system. The
+	// boundary asks for it when host root is one of the sandbox's ids.
+	NoRootCaps bool `cbor:"norootcaps,omitempty"`
 }
 
 // Ready is the agent's answer to Boot.

@@ -43,6 +43,9 @@ type Spec struct {
 	// Name labels the loop device (losetup shows it), for example the
 	// sandbox's id.
 	Name string
+	// SetID lets set-id programs on the disk work (for the processes of
+	// the mount namespace it is attached in); otherwise it is nosuid.
+	SetID bool
 }
 
 // Disk is a mounted disk. Close it once the processes that use it are
@@ -52,8 +55,8 @@ type Disk struct {
 	loop  *os.File
 }
 
-// Mount is the detached mount of the disk's filesystem, nosuid and nodev,
-// whose root directory belongs to Spec.UID and Spec.GID. It stays valid
+// Mount is the detached mount of the disk's filesystem, nodev (and
+// nosuid unless Spec.SetID), whose root directory belongs to Spec.UID and Spec.GID. It stays valid
 // until Close.
 func (d *Disk) Mount() *os.File { return d.mount }
 
@@ -97,7 +100,7 @@ func Make(ctx context.Context, s Spec) (_ *Disk, err error) {
 			loop.Close()
 		}
 	}()
-	mount, err := mountExt4(dev)
+	mount, err := mountExt4(dev, s.SetID)
 	if err != nil {
 		return nil, err
 	}
@@ -224,10 +227,10 @@ func copyTemplate(dst, src *os.File, size int64) error {
 	return nil
 }
 
-// mountExt4 mounts the ext4 filesystem on dev, detached, nosuid and
-// nodev, without the background thread that zeroes inode tables (the
-// backing file reads as zeros where nothing was written).
-func mountExt4(dev string) (*os.File, error) {
+// mountExt4 mounts the ext4 filesystem on dev, detached, nodev (and
+// nosuid unless setID), without the background thread that zeroes inode
+// tables (the backing file reads as zeros where nothing was written).
+func mountExt4(dev string, setID bool) (*os.File, error) {
 	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("mount the disk: fsopen ext4 (is ext4 in this kernel?): %w", err)
@@ -242,7 +245,11 @@ func mountExt4(dev string) (*os.File, error) {
 	if err := unix.FsconfigCreate(fs); err != nil {
 		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsError(fs, err))
 	}
-	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	if setID {
+		attrs = unix.MOUNT_ATTR_NODEV
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attrs)
 	if err != nil {
 		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsError(fs, err))
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 	"github.com/airlock-sandbox/airlock/policy"
 )
@@ -77,51 +78,85 @@ func TestAttackHostFiles(t *testing.T) {
 	})
 }
 
-// TestAttackPrivilege checks what a command holds: no capability, no way
-// to gain one, and, when airlock runs as root, no host root either.
+// rootCaps is the capability set of root inside a sandbox, as
+// /proc/PID/status prints it: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
+// SETGID, SETUID and NET_BIND_SERVICE, in the sandbox's user namespace.
+const rootCaps = "00000000000004fb"
+
+// statusFields reads the "Key: value" lines of a /proc/PID/status.
+func statusFields(out string) map[string]string {
+	fields := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	return fields
+}
+
+// TestAttackPrivilege checks what a command holds: root inside holds the
+// sandbox's few capabilities and no other, no way to gain another
+// (set-id programs and file capabilities give at most root's inside),
+// other uids hold none, and, when airlock runs as root, root inside is
+// an unprivileged host uid.
 func TestAttackPrivilege(t *testing.T) {
 	t.Parallel()
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		sb := box(t, lv, airlock.Config{})
 		for _, probe := range []string{"cat /proc/self/status", "sh -c 'cat /proc/self/status' | cat"} {
-			fields := map[string]string{}
-			for _, l := range strings.Split(ok(t, sb, probe), "\n") {
-				if k, v, ok := strings.Cut(l, ":"); ok {
-					fields[k] = strings.TrimSpace(v)
+			fields := statusFields(ok(t, sb, probe))
+			for k, want := range map[string]string{"CapInh": "0000000000000000", "CapPrm": rootCaps, "CapEff": rootCaps, "CapBnd": rootCaps, "CapAmb": "0000000000000000"} {
+				if fields[k] != want {
+					t.Errorf("%s: %s = %q, want %s", probe, k, fields[k], want)
 				}
-			}
-			for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
-				if fields[k] != "0000000000000000" {
-					t.Errorf("%s: %s = %q, want all zero", probe, k, fields[k])
-				}
-			}
-			if fields["NoNewPrivs"] != "1" {
-				t.Errorf("%s: NoNewPrivs = %q, want 1", probe, fields["NoNewPrivs"])
 			}
 			if lv == airlock.IsolationProcess && fields["Seccomp"] != "2" {
 				t.Errorf("%s: Seccomp = %q, want 2 (filter)", probe, fields["Seccomp"])
 			}
 		}
-		// File capabilities and set-id bits give nothing (no_new_privs):
-		// a copy of python made setuid and given every capability.
-		out := ok(t, sb, `cp /usr/bin/python3 /tmp/p && chmod 4755 /tmp/p && (setcap cap_sys_admin+ep /tmp/p 2>/dev/null; true) && /tmp/p -c 'import os; print(os.geteuid(), open("/proc/self/status").read().split("CapEff:")[1].split()[0])'`)
-		if f := strings.Fields(out); len(f) != 2 || f[1] != "0000000000000000" {
-			t.Errorf("a set-id copy of python runs with %q, want no capability", out)
+		// Another uid holds nothing; its bounding set is root's.
+		fields := statusFields(ok(t, sb, "setpriv --reuid=1000 --regid=1000 --clear-groups cat /proc/self/status"))
+		for k, want := range map[string]string{"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000", "CapBnd": rootCaps, "CapAmb": "0000000000000000"} {
+			if fields[k] != want {
+				t.Errorf("uid 1000: %s = %q, want %s", k, fields[k], want)
+			}
+		}
+		// Capabilities cannot be raised, kept across a change of uid,
+		// nor made ambient, nor put back in the bounding set.
+		r, e := pyErrno(t, sb, pyLibc+`PR_SET_SECUREBITS=28; r=libc.prctl(PR_SET_SECUREBITS, 0x10, 0, 0, 0); print(r, ctypes.get_errno())`)
+		if r == 0 || e != syscall.EPERM {
+			t.Errorf("prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS) = %d (%v), want EPERM (locked)", r, e)
+		}
+		r, e = pyErrno(t, sb, pyLibc+`r=libc.prctl(47, 2, 21, 0, 0); print(r, ctypes.get_errno())`) // PR_CAP_AMBIENT_RAISE CAP_SYS_ADMIN
+		if r == 0 || e != syscall.EPERM {
+			t.Errorf("PR_CAP_AMBIENT_RAISE of CAP_SYS_ADMIN = %d (%v), want EPERM", r, e)
+		}
+		// A set-uid-root copy of python, given every file capability it
+		// can get, run by another uid: root's capabilities inside, and
+		// not one more.
+		out := ok(t, sb, `cp /usr/bin/python3 /tmp/p && chmod 4755 /tmp/p && (setcap cap_sys_admin+ep /tmp/p 2>/dev/null; true) && setpriv --reuid=1000 --regid=1000 --clear-groups /tmp/p -c 'import os; print(os.getuid(), os.geteuid(), open("/proc/self/status").read().split("CapEff:")[1].split()[0])'`)
+		if f := strings.Fields(out); len(f) != 3 || f[0] != "1000" || f[1] != "0" || f[2] != rootCaps {
+			t.Errorf("a set-uid-root copy of python run by uid 1000 runs with uid, euid, capabilities %q, want 1000 0 %s", out, rootCaps)
 		}
 		if os.Geteuid() != 0 {
 			return
 		}
-		// Root inside is an unprivileged uid on the host.
+		// Root inside is an unprivileged host uid: the first of the
+		// sandbox's block.
 		m := strings.Fields(ok(t, sb, "cat /proc/self/uid_map"))
-		if len(m) < 3 || m[0] != "0" || m[1] == "0" {
-			t.Fatalf("uid_map %v: root inside must map to an unprivileged host uid", m)
+		if len(m) != 3 || m[0] != "0" || m[2] != "65536" {
+			t.Fatalf("uid_map %v: ids 0-65535 inside must map to a block of the host's", m)
+		}
+		base, err := strconv.Atoi(m[1])
+		if err != nil || base < process.SandboxUIDBase || base+65536 > process.SandboxUIDBase+process.SandboxUIDRange {
+			t.Fatalf("uid_map %v: root inside must map to an unprivileged host uid of the sandbox range", m)
 		}
 		var st syscall.Stat_t
 		if err := syscall.Stat(fmt.Sprintf("/proc/%d", sb.PID()), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Uid == 0 || strconv.Itoa(int(st.Uid)) != m[1] {
-			t.Errorf("the agent runs as host uid %d; uid_map says %s", st.Uid, m[1])
+		if int(st.Uid) != base {
+			t.Errorf("the agent runs as host uid %d; uid_map says %d", st.Uid, base)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,11 +57,13 @@ func idLeases(t *testing.T, id string) []string {
 }
 
 // TestIDsDistinct starts sandboxes at once and reads, from the host, the
-// uid each sandbox's processes run as: no two share one, each is the one
-// its uid_map says, and a closed sandbox's uid goes back to the registry.
+// uid each sandbox's processes run as and the block of host ids each
+// maps: no two blocks share an id, each is a whole block of the sandbox
+// range that its uid_map and gid_map name and its lease holds, and a
+// closed sandbox's block goes back to the registry.
 func TestIDsDistinct(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("an unprivileged caller maps its own uid into every sandbox; distinct uids are airlock's as root")
+		t.Skip("an unprivileged caller maps its own uid and subordinate ids into every sandbox; distinct blocks are airlock's as root")
 	}
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		// Two of them have ids that a hash of the id modulo the range
@@ -92,24 +95,33 @@ func TestIDsDistinct(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		owner := map[int]string{}
+		type block struct {
+			first int
+			id    string
+		}
+		var blocks []block
 		for _, sb := range sbs {
 			// The uid of a command (seen from the host through the
 			// agent's, which every process of the sandbox shares).
 			uid := hostUID(t, sb.PID())
-			if uid < process.SandboxUIDBase || uid >= process.SandboxUIDBase+process.SandboxUIDRange {
-				t.Errorf("sandbox %s runs as host uid %d, outside the sandbox range", sb.ID(), uid)
+			if uid < process.SandboxUIDBase || uid+process.SandboxIDs > process.SandboxUIDBase+process.SandboxUIDRange || (uid-process.SandboxUIDBase)%process.SandboxIDs != 0 {
+				t.Errorf("sandbox %s runs as host uid %d, not the first of a block of the sandbox range", sb.ID(), uid)
 			}
-			if other, dup := owner[uid]; dup {
-				t.Errorf("sandboxes %s and %s both run as host uid %d", other, sb.ID(), uid)
+			blocks = append(blocks, block{uid, sb.ID()})
+			want := fmt.Sprintf("0 %d %d", uid, process.SandboxIDs)
+			for _, f := range []string{"uid_map", "gid_map"} {
+				if m := strings.Join(strings.Fields(ok(t, sb, "cat /proc/self/"+f)), " "); m != want {
+					t.Errorf("sandbox %s: %s %q, want %q", sb.ID(), f, m, want)
+				}
 			}
-			owner[uid] = sb.ID()
-			m := strings.Fields(ok(t, sb, "cat /proc/self/uid_map"))
-			if len(m) != 3 || m[0] != "0" || m[1] != fmt.Sprint(uid) || m[2] != "1" {
-				t.Errorf("sandbox %s: uid_map %q, want root mapped to %d alone", sb.ID(), m, uid)
+			if ls := idLeases(t, sb.ID()); len(ls) != 1 || !strings.HasPrefix(ls[0], fmt.Sprintf("%d+%d@%d.", uid, process.SandboxIDs, os.Getpid())) {
+				t.Errorf("sandbox %s (uid %d): leases %q, want one of the block from %d held by this process", sb.ID(), uid, ls, uid)
 			}
-			if ls := idLeases(t, sb.ID()); len(ls) != 1 || !strings.HasPrefix(ls[0], fmt.Sprintf("%d+1@%d.", uid, os.Getpid())) {
-				t.Errorf("sandbox %s (uid %d): leases %q, want one of uid %d held by this process", sb.ID(), uid, ls, uid)
+		}
+		slices.SortFunc(blocks, func(a, b block) int { return a.first - b.first })
+		for i := 1; i < len(blocks); i++ {
+			if blocks[i].first < blocks[i-1].first+process.SandboxIDs {
+				t.Errorf("sandboxes %s and %s share host ids: blocks from %d and %d", blocks[i-1].id, blocks[i].id, blocks[i-1].first, blocks[i].first)
 			}
 		}
 		sbs[0].Close()

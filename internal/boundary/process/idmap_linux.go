@@ -12,18 +12,30 @@ import (
 )
 
 // idmappedTree returns a detached, read-only mount of dir through which
-// the files of host uid 0 and gid 0 belong to uid and gid: an idmapped
-// mount (Linux 5.12 and a filesystem that supports them) with the
-// sandbox's own mapping (root inside is uid, gid outside). The agent
-// attaches it in its mount namespace as the lower layer of the root's
-// overlay, so a root prepared and owned by host root is the sandbox
-// root's own (it can copy files up and change them) while the sandbox's
-// root stays an unprivileged uid on the host.
+// the files of host ids 0 to 65535 belong to the sandbox's ids of the
+// same number: an idmapped mount (Linux 5.12 and a filesystem that
+// supports them) with the sandbox's own mapping m. The agent attaches it
+// in its mount namespace as the lower layer of the root's overlay, so a
+// root prepared and owned by host root is the sandbox root's own (it
+// can copy files up and change them), a file of host uid 1000 in it is
+// uid 1000's inside, and the sandbox's root stays an unprivileged uid on
+// the host. Files of host ids beyond the map are nobody's inside.
+//
+// It is nodev, and not nosuid: a set-uid program of the tree runs with
+// the sandbox id of its owner, in the sandbox's namespace, which is
+// what a prepared root's su or sudo need. No host id is reached that
+// way: every id the mount shows is one of the sandbox's, the kernel
+// honours set-id bits only for owners mapped into the caller's
+// namespace, and the mount is only ever attached inside the sandbox's
+// own mount namespace, under an overlay that belongs to its user
+// namespace (see mnt_may_suid), so no host process can execute through
+// it with set-id bits.
 //
 // The mapping has to be given as a user namespace: a holder process,
 // the agent binary bin in its hold mode, lives in a new one with that
 // mapping until the mount is made.
-func idmappedTree(bin *os.File, dir string, uid, gid int) (_ *os.File, err error) {
+func idmappedTree(bin *os.File, dir string, m idMapping) (_ *os.File, err error) {
+	uid, gid := m.root()
 	stdin, release, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -38,8 +50,8 @@ func idmappedTree(bin *os.File, dir string, uid, gid int) (_ *os.File, err error
 		ExtraFiles: []*os.File{bin},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 syscall.CLONE_NEWUSER,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			UidMappings:                m.uids,
+			GidMappings:                m.gids,
 			GidMappingsEnableSetgroups: false,
 			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 			Pdeathsig:                  syscall.SIGKILL,
@@ -67,7 +79,7 @@ func idmappedTree(bin *os.File, dir string, uid, gid int) (_ *os.File, err error
 	}
 	tree := os.NewFile(uintptr(fd), dir)
 	attr := &unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV,
 		Userns_fd: uint64(userns.Fd()),
 	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {

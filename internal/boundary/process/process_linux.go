@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/diskfs"
 	"github.com/airlock-sandbox/airlock/internal/idalloc"
 	"github.com/airlock-sandbox/airlock/internal/kernel"
+	"github.com/airlock-sandbox/airlock/internal/subid"
 	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
@@ -47,7 +48,7 @@ type Sandbox struct {
 	cmd     *exec.Cmd
 	group   *cgroup.Group
 	disk    *diskfs.Disk
-	ids     *idalloc.Lease // the host uid and gid root inside maps to, as root
+	ids     *idalloc.Lease // the block of host ids the sandbox's ids map to, as root
 	notes   []string
 	stderr  *tailBuffer
 	done    chan struct{}
@@ -91,7 +92,7 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 				n += uint64(userProcessCount())
 			}
 			boot.Rlimits.NProc = n
-			s.notes = append(s.notes, fmt.Sprintf("pids limit falls back to RLIMIT_NPROC=%d plus the agent's threads (it counts every task of the sandbox's root, and before Linux 5.14 every process of uid %d)", n, os.Getuid()))
+			s.notes = append(s.notes, fmt.Sprintf("pids limit falls back to RLIMIT_NPROC=%d plus the agent's threads (it counts the tasks of each uid inside apart: root's, and those of any other uid a command becomes; before Linux 5.14 every process of uid %d)", n, os.Getuid()))
 		}
 	}
 
@@ -108,11 +109,15 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	agentEnd := os.NewFile(uintptr(pair[1]), "agent")
 	defer agentEnd.Close()
 
-	uid, gid, lease, err := hostIDs(ctx, o.ID)
+	ids, err := hostIDs(ctx, o.ID)
 	if err != nil {
 		return nil, err
 	}
-	s.ids = lease
+	s.ids = ids.lease
+	if ids.why != "" {
+		s.notes = append(s.notes, fmt.Sprintf("the sandbox has one uid and one gid (root, which is you on the host), not %d: %s; run `airlock doctor` for details", subid.MaxIDs+1, ids.why))
+	}
+	uid, gid := ids.root()
 	// The agent is executed through a descriptor opened here, so that no
 	// directory on its path has to be searchable by the sandbox's uid.
 	bin, err := os.Open(o.AgentPath)
@@ -129,11 +134,13 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		// remapped root (capabilities do not apply to files whose owner
 		// is not mapped): it is given through an idmapped mount, or,
 		// where none can be made, the sandbox keeps host root's
-		// mapping. Said, not silent.
-		if tree, err = idmappedTree(bin, boot.Root.RootFS, uid, gid); err != nil {
+		// mapping, and root inside no capability. Said, not silent.
+		if tree, err = idmappedTree(bin, boot.Root.RootFS, ids); err != nil {
 			o.Log.Debug("no idmapped mount of the rootfs", "rootfs", boot.Root.RootFS, "err", err)
+			ids = single(0, 0)
 			uid, gid = 0, 0
-			s.notes = append(s.notes, fmt.Sprintf("with --rootfs under root, root in the sandbox is root on the host (without capabilities), since no idmapped mount of the rootfs could be made (%v); run airlock as an unprivileged user, with a rootfs that user owns, for an unprivileged sandbox", err))
+			boot.Hardening.NoRootCaps = true
+			s.notes = append(s.notes, fmt.Sprintf("with --rootfs under root, root in the sandbox is root on the host (without capabilities, and with one uid: set-id programs, chown and su do not work), since no idmapped mount of the rootfs could be made (%v); run airlock as an unprivileged user, with a rootfs that user owns, for an unprivileged sandbox", err))
 		} else {
 			defer tree.Close()
 		}
@@ -146,7 +153,7 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	if o.DiskDir != "" {
 		// Its root directory belongs to the sandbox's root, whose
 		// mapping is now settled.
-		s.disk, err = diskfs.Make(ctx, diskfs.Spec{Dir: o.DiskDir, SizeBytes: boot.Root.SizeBytes, Inodes: boot.Root.Inodes, UID: uid, GID: gid, Name: o.ID})
+		s.disk, err = diskfs.Make(ctx, diskfs.Spec{Dir: o.DiskDir, SizeBytes: boot.Root.SizeBytes, Inodes: boot.Root.Inodes, UID: uid, GID: gid, Name: o.ID, SetID: !boot.Hardening.NoRootCaps})
 		if err != nil {
 			return nil, fmt.Errorf("make the sandbox's disk of %d MiB: %w", boot.Root.SizeBytes>>20, err)
 		}
@@ -173,34 +180,20 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	}
 	binFD := 3 + len(extra)
 	extra = append(extra, bin)
-	cmd := &exec.Cmd{
-		Path:       fmt.Sprintf("/proc/self/fd/%d", binFD),
-		Args:       []string{"airlock-guest"},
-		Env:        []string{},
-		Dir:        "/",
-		Stderr:     s.stderr,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-				syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			Pdeathsig:                  syscall.SIGKILL,
-			// Become root of the new namespace before exec, so that the
-			// agent starts with the namespace's capabilities: when the
-			// caller is root, its own uid is not mapped there.
-			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-		},
-	}
+	agent := agentStart{bin: bin, binFD: binFD, extra: extra, stderr: s.stderr}
 	if env := os.Getenv("AIRLOCK_AGENT_DEBUG"); env != "" {
-		cmd.Env = append(cmd.Env, "AIRLOCK_AGENT_DEBUG="+env)
-		cmd.Stderr = io.MultiWriter(s.stderr, os.Stderr)
+		agent.env = []string{"AIRLOCK_AGENT_DEBUG=" + env}
+		agent.stderr = io.MultiWriter(s.stderr, os.Stderr)
 	}
-	// The namespaces belong to the sandbox's uid, so that what the
-	// kernel charges to their owner is the sandbox's own (see
-	// startOwned).
-	if err := startOwned(cmd, uid, gid); err != nil {
+	cmd, err := agent.start(ctx, ids)
+	if err != nil && ids.helpers != nil {
+		// The caller's subordinate ids could not be mapped: it keeps
+		// its own ids alone, as without them. Said, not silent.
+		o.Log.Debug("no subordinate ids", "err", err)
+		s.notes = append(s.notes, fmt.Sprintf("the sandbox has one uid and one gid (root, which is you on the host), since your subordinate ids could not be mapped: %v; run `airlock doctor` for details", err))
+		cmd, err = agent.start(ctx, single(uid, gid))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("start agent %s in new namespaces: %w", o.AgentPath, explainStart(err))
 	}
 	s.cmd = cmd
