@@ -151,6 +151,7 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 	process = append(process,
 		landlockCheck(o.Root, kernelRelease(o.Root, h), h.landlock),
 		cgroupCheck(o.CgroupInfo),
+		idsCheck(o.Root, h.uid, o.LookPath),
 		fuseCheck(o.Root, h.uid),
 		egressCheck(o.Root, h.uid),
 		diskCheck(o.Root, h.uid, o.LookPath),
