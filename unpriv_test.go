@@ -11,7 +11,7 @@ import (
 // unprivTests selects the tests the unprivileged run repeats: all of them
 // but this one. The attacks on the boundary are re-run unprivileged by
 // their own package, test/redteam.
-const unprivTests = "^Test(Exec|Files|Limits|Teardown|Supervisor|RootFS)"
+const unprivTests = "^Test(Exec|Files|Limits|Teardown|Supervisor|RootFS|IDs)"
 
 // TestUnprivilegedSuite runs this package's tests again as an unprivileged
 // user, where cgroups are unavailable and every limit that needs them must

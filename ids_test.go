@@ -1,0 +1,194 @@
+package airlock_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// eachIsolation runs f as a subtest for every isolation level that works
+// here; a level that does not is skipped with airlock's reason.
+func eachIsolation(t *testing.T, f func(t *testing.T, lv airlock.Isolation)) {
+	t.Helper()
+	for _, lv := range []airlock.Isolation{airlock.IsolationProcess, airlock.IsolationGVisor, airlock.IsolationVM} {
+		t.Run(string(lv), func(t *testing.T) {
+			ctx := testCtx(t, time.Minute)
+			sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+			switch {
+			case errors.Is(err, airlock.ErrUnavailable):
+				t.Skip(err)
+			case err != nil:
+				t.Fatalf("create a %s sandbox: %v", lv, err)
+			}
+			sb.Close()
+			f(t, lv)
+		})
+	}
+}
+
+// hostID is the host id of id inside, by a uid_map or gid_map.
+func hostID(t *testing.T, idMap string, id int) int {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(idMap), "\n") {
+		var in, out, n int
+		if _, err := fmt.Sscan(l, &in, &out, &n); err != nil {
+			t.Fatalf("map line %q: %v", l, err)
+		}
+		if id >= in && id < in+n {
+			return out + id - in
+		}
+	}
+	t.Fatalf("id %d is not in the map %q", id, idMap)
+	return 0
+}
+
+// TestIDsUsers does inside what images and package managers do with
+// users: add one, become it, give it files, gain root back through a
+// set-uid program, and add it to groups; the files it owns belong, on
+// the host, to the sandbox's own host ids.
+func TestIDsUsers(t *testing.T) {
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, lv airlock.Isolation) {
+		ctx := testCtx(t, 2*time.Minute)
+		sb := newSandbox(t, airlock.Config{Isolation: lv})
+		if got := mustRun(t, ctx, sb, "useradd -m bob && su bob -c 'id -u; id -un; id -g'"); got != "1000\nbob\n1000\n" {
+			t.Errorf("su bob -c id: %q, want bob's uid 1000 and gid 1000", got)
+		}
+		if got := mustRun(t, ctx, sb, "su bob -c 'touch ~/mine && stat -c %U:%G:%a ~/mine ~'"); got != "bob:bob:644\nbob:bob:755\n" {
+			t.Errorf("bob's files: %q", got)
+		}
+		// Supplementary groups (initgroups in su, setgroups).
+		if got := mustRun(t, ctx, sb, "groupadd -g 2000 team && usermod -aG team bob && su bob -c 'id -Gn'"); got != "bob team\n" {
+			t.Errorf("su bob -c 'id -Gn' after usermod -aG team bob: %q", got)
+		}
+		if got := mustRun(t, ctx, sb, "setpriv --reuid=1000 --regid=1000 --groups=100,2000 id -G"); got != "1000 100 2000\n" {
+			t.Errorf("setgroups: %q", got)
+		}
+		if got := mustRun(t, ctx, sb, "touch /workspace/f && chown 1000:2000 /workspace/f && stat -c '%u %g' /workspace/f"); got != "1000 2000\n" {
+			t.Errorf("stat after chown 1000:2000: %q", got)
+		}
+		// A set-uid-root program runs as root inside for bob.
+		if got := mustRun(t, ctx, sb, "cp /usr/bin/id /workspace/id && chmod 4755 /workspace/id && su bob -c /workspace/id"); !strings.Contains(got, "uid=1000(bob)") || !strings.Contains(got, "euid=0(root)") {
+			t.Errorf("a set-uid-root id run by bob: %q, want uid bob and euid root", got)
+		}
+		// Ids past the map do not exist.
+		if out := mustFail(t, ctx, sb, "chown 65537 /workspace/f"); !strings.Contains(out, "Invalid argument") {
+			t.Errorf("chown to an id past the map: %q, want EINVAL", out)
+		}
+
+		// On the host, bob's file belongs to the host ids that 1000
+		// and 2000 map to, which are the sandbox's own.
+		uidMap := mustRun(t, ctx, sb, "cat /proc/self/uid_map")
+		gidMap := mustRun(t, ctx, sb, "cat /proc/self/gid_map")
+		var st syscall.Stat_t
+		err := syscall.Stat(fmt.Sprintf("/proc/%d/root/workspace/f", sb.PID()), &st)
+		if err != nil {
+			if !isRoot() && errors.Is(err, os.ErrPermission) {
+				return // the agent's root is not the caller's to look into
+			}
+			t.Fatal(err)
+		}
+		wantUID, wantGID := hostID(t, uidMap, 1000), hostID(t, gidMap, 2000)
+		if int(st.Uid) != wantUID || int(st.Gid) != wantGID {
+			t.Errorf("on the host, the file chowned to 1000:2000 inside belongs to %d:%d, want %d:%d", st.Uid, st.Gid, wantUID, wantGID)
+		}
+		if isRoot() && (wantUID == 1000 || wantUID == hostID(t, uidMap, 0)) {
+			t.Errorf("uid 1000 inside is host uid %d: not a uid of the sandbox's own", wantUID)
+		}
+	})
+}
+
+// TestIDsRootFS gives a sandbox a prepared root whose files have owners
+// and a set-uid-root program: the owners are kept inside (host uid 1000
+// is 1000 inside), and the program runs as root inside for another
+// user.
+func TestIDsRootFS(t *testing.T) {
+	t.Parallel()
+	root := toolRootFS(t, "sh", "id", "stat", "setpriv", "cat")
+	owner := os.Getuid() // owns the tree: root inside
+	if err := os.WriteFile(filepath.Join(root, "owned"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if isRoot() {
+		if err := os.Chown(filepath.Join(root, "owned"), 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suid := filepath.Join(root, "bin", "suid-id")
+	if err := os.Link(filepath.Join(root, "bin", "id"), suid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, os.ModeSetuid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	eachIsolation(t, func(t *testing.T, lv airlock.Isolation) {
+		ctx := testCtx(t, time.Minute)
+		sb := newSandbox(t, airlock.Config{Isolation: lv, RootFS: root})
+		want := "0 0\n"
+		if isRoot() {
+			want = "1000 1000\n"
+		}
+		if got := mustRun(t, ctx, sb, "stat -c '%u %g' /owned"); got != want {
+			t.Errorf("a file of host uid %d in the prepared root: owner %q inside, want %q", map[bool]int{true: 1000, false: owner}[isRoot()], got, want)
+		}
+		if got := mustRun(t, ctx, sb, "stat -c '%u %a' /bin/suid-id && setpriv --reuid=1000 --regid=1000 --clear-groups /bin/suid-id"); !strings.HasPrefix(got, "0 4755\n") || !strings.Contains(got, "euid=0") {
+			t.Errorf("the prepared root's set-uid-root id run by uid 1000: %q, want euid 0", got)
+		}
+	})
+}
+
+// toolRootFS builds a prepared root with the host's programs named (from
+// PATH) and the libraries they link, owned by the caller.
+func toolRootFS(t *testing.T, tools ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile := func(src, dst string) {
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range tools {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+		copyFile(path, filepath.Join(root, "bin", tool))
+		out, err := exec.Command("ldd", path).Output()
+		if err != nil {
+			continue // static
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				copyFile(f, filepath.Join(root, f))
+			}
+		}
+	}
+	for _, d := range []string{"tmp", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
