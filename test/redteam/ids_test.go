@@ -177,3 +177,74 @@ func TestIDsReclaimed(t *testing.T) {
 		}
 	})
 }
+
+// TestIDsWithoutSubIDs runs airlock as a user with no subordinate ids
+// (nobody): its sandboxes have the one id they had before, and say why,
+// and doctor names the command that gives the user a range.
+func TestIDsWithoutSubIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run airlock as another user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv is not installed")
+	}
+	home, err := os.MkdirTemp("", "airlock-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) *exec.Cmd {
+		pre := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			"env", "-i", "HOME=" + home, "AIRLOCK_HOME=" + home, "AIRLOCK_AGENT=" + bins.agent,
+			"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", bins.cli}
+		return exec.Command(setpriv, append(pre, args...)...)
+	}
+	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+		if b, err := os.ReadFile(f); err == nil && (strings.Contains(string(b), "\nnobody:") || strings.HasPrefix(string(b), "nobody:") || strings.Contains(string(b), "65534:")) {
+			t.Skipf("%s gives nobody subordinate ids", f)
+		}
+	}
+	var stdout, stderr strings.Builder
+	cmd := as("run", "--", "cat", "/proc/self/uid_map", "/proc/self/gid_map")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("airlock run as nobody: %v\n%s", err, stderr.String())
+	}
+	if got := strings.Join(strings.Fields(stdout.String()), " "); got != "0 65534 1 0 65534 1" {
+		t.Errorf("uid_map and gid_map of nobody's sandbox: %q, want root mapped to nobody alone", got)
+	}
+	if w := stderr.String(); !strings.Contains(w, "one uid and one gid") || !strings.Contains(w, "usermod --add-subuids") || !strings.Contains(w, "airlock doctor") {
+		t.Errorf("airlock run as nobody warned %q, want why the sandbox has one id and the fix", w)
+	}
+	out, err := as("doctor", "--json").Output()
+	if err != nil {
+		t.Fatalf("airlock doctor as nobody: %v", err)
+	}
+	var report struct {
+		Levels []struct {
+			Name   string
+			Checks []struct{ Name, Status, Detail, Fix string }
+		}
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range report.Levels {
+		for _, c := range l.Checks {
+			if l.Name == "process" && c.Name == "sandbox ids" {
+				found = true
+				if c.Status != "warn" || !strings.Contains(c.Detail, "nobody") || !strings.HasPrefix(c.Fix, "usermod --add-subuids ") || !strings.HasSuffix(c.Fix, " nobody (as root)") {
+					t.Errorf("doctor's sandbox ids check for nobody: %+v", c)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("doctor has no sandbox ids check: %s", out)
+	}
+}
