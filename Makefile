@@ -86,6 +86,7 @@ fuzz:
 	$(call fuzz1,FuzzDeflate,20000,./internal/intercept)
 	$(call fuzz1,FuzzCopy,60000,./internal/wsframe,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzResolveUser,50000,./internal/agent)
 	$(call fuzz1,FuzzParseLine,50000,./internal/image/variant)
 
 bench: build

@@ -42,6 +42,10 @@ type Command struct {
 	Rows, Cols uint16
 	// Timeout kills the command and every process it started.
 	Timeout time.Duration
+	// User runs the command as USER, UID, USER:GROUP or UID:GID of the
+	// sandbox's /etc/passwd and /etc/group, with the user's groups and
+	// home. Default: the image's User, else root.
+	User string
 }
 
 // KilledBy says why a command was killed.
@@ -174,7 +178,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
 		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
 		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
-		NoStarted: !started,
+		NoStarted: !started, User: s.cfg.commandUser(cmd.User),
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
 	p.before, err = s.b.Counters()

@@ -193,3 +193,15 @@ func PrepareImage(ctx context.Context, cfg Config) (ImageInfo, error) {
 	}
 	return img.info, nil
 }
+
+// commandUser is who a command runs as: its own User, else the image's,
+// else root ("").
+func (c *Config) commandUser(user string) string {
+	if user != "" {
+		return user
+	}
+	if c.image != nil {
+		return c.image.info.User
+	}
+	return ""
+}

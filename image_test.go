@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,5 +195,40 @@ func TestImagePulledOnCreate(t *testing.T) {
 	defer mu.Unlock()
 	if len(steps) != 0 {
 		t.Errorf("a cached image was got again: progress %v", steps)
+	}
+}
+
+// An image's User is who its commands run as, with the groups and home
+// its accounts give; a command's own User wins.
+func TestImageUser(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	putImage(t, dir, "users", store.Config{Env: []string{"PATH=/bin"}, User: "app"}, func(root string) {
+		os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n"), 0o644)
+		os.WriteFile(filepath.Join(root, "etc", "group"), []byte("root:x:0:\napp:x:1000:\nstaff:x:50:app\n"), 0o644)
+	})
+	sb := newSandbox(t, airlock.Config{Image: "users", ImageCacheDir: dir})
+	run := func(user, line string) *airlock.ExecResult {
+		t.Helper()
+		res, err := sb.Run(ctx, airlock.Command{Shell: line, User: user, Dir: "/"})
+		if err != nil {
+			t.Fatalf("as %q: %v", user, err)
+		}
+		return res
+	}
+	if res := run("", `id -u; id -g; id -G; echo "$HOME $USER"`); string(res.Stdout) != "1000\n1000\n1000 50\n/home/app app\n" {
+		t.Fatalf("the image's user: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := run("root", `id -u`); string(res.Stdout) != "0\n" {
+		t.Fatalf("as root: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := run("4242:4343", `id -u; id -g; touch /tmp/f; stat -c %u:%g /tmp/f`); string(res.Stdout) != "4242\n4343\n4242:4343\n" {
+		t.Fatalf("as 4242:4343: %q %q", res.Stdout, res.Stderr)
+	}
+	_, err := sb.Run(ctx, airlock.Command{Argv: []string{"id"}, User: "nobody-here"})
+	var se *airlock.StartError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "nobody-here") {
+		t.Fatalf("an unknown user: %v", err)
 	}
 }

@@ -257,6 +257,9 @@ type ExecParams struct {
 	Argv       []string          `json:"argv,omitempty"`
 	WorkingDir string            `json:"working_dir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	// User runs the command as USER, UID, USER:GROUP or UID:GID of the
+	// sandbox's accounts; default the image's user, else root.
+	User string `json:"user,omitempty"`
 	// TimeoutSeconds kills the command's whole process tree after this
 	// long; the result says killed_by "timeout".
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`

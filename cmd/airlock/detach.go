@@ -32,6 +32,7 @@ type supervisorSpec struct {
 	Config  airlock.Config `json:"config"`
 	Command []string       `json:"command,omitempty"`
 	Dir     string         `json:"dir,omitempty"`
+	User    string         `json:"user,omitempty"`
 	TTY     bool           `json:"tty,omitempty"`
 	Rows    uint16         `json:"rows,omitempty"`
 	Cols    uint16         `json:"cols,omitempty"`
@@ -53,7 +54,7 @@ const maxSpecBytes = 4 << 20
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
 func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
-	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
+	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -224,7 +225,7 @@ func supervise(ctx context.Context) error {
 			return fail(spec.ID, 125, err)
 		}
 		p, err := sb.Start(work, airlock.Command{
-			Argv: spec.Command, Dir: spec.Dir, TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols,
+			Argv: spec.Command, Dir: spec.Dir, User: spec.User, TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols,
 			OpenStdin: true, Stdout: main.Stdout(), Stderr: main.Stderr(), Timeout: spec.Timeout,
 		})
 		if err != nil {

@@ -28,6 +28,7 @@ type execFlags struct {
 	asJSON      bool
 	env         []string
 	workdir     string
+	user        string
 	timeout     time.Duration
 }
 
@@ -60,7 +61,8 @@ those of airlock run.`,
 	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
-	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default /workspace)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
+	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command and its processes after this long")
 	return cmd
 }
@@ -98,7 +100,7 @@ func runExec(ctx context.Context, f *execFlags, prefix string, args []string) er
 		return err
 	}
 	defer c.Close()
-	params := api.ExecParams{Argv: args, WorkingDir: f.workdir, Env: envFlags(f.env), TTY: f.tty, TimeoutSeconds: f.timeout.Seconds()}
+	params := api.ExecParams{Argv: args, WorkingDir: f.workdir, Env: envFlags(f.env), User: f.user, TTY: f.tty, TimeoutSeconds: f.timeout.Seconds()}
 	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
 	useStdin := f.interactive || !stdinIsTTY
 	if f.asJSON {

@@ -28,6 +28,7 @@ type runFlags struct {
 	maxOutput   string
 	env         []string
 	workdir     string
+	user        string
 	rootfs      string
 	image       string
 	hostname    string
@@ -94,7 +95,8 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
-	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default /workspace)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
+	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
 	fl.StringVar(&f.image, "image", "", "run this image instead of the host's /usr, /bin, /lib: a variant (minimal, standard, full) or an OCI image (python:3.12-slim, REGISTRY/REPO@sha256:..., an OCI layout directory, a docker-save tarball); got into the image cache first when missing; without a command, the image's own runs")
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
@@ -267,7 +269,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 			return fmt.Errorf("image %s names no command to run: give one after --", cfg.Image)
 		}
 	}
-	command := airlock.Command{Argv: args, Dir: f.workdir, Timeout: f.timeout}
+	command := airlock.Command{Argv: args, Dir: f.workdir, User: f.user, Timeout: f.timeout}
 	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
 	if f.interactive || !stdinIsTTY {
 		command.Stdin = os.Stdin

@@ -31,7 +31,22 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	if er == nil || len(er.Argv) == 0 || er.Argv[0] == "" {
 		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, "exec needs a command"))
 	}
-	env := mergeEnv(s.env, er.Env)
+	var cred *Cred
+	env := s.env
+	if er.User != "" {
+		uc, err := s.credFor(er.User)
+		if err != nil {
+			return replyErr(c, agentproto.Errorf(agentproto.CodeStart, err.Error()))
+		}
+		cred = &uc
+		// As login would set them; the command's own env still wins.
+		user := []string{"HOME=" + uc.Home}
+		if uc.Name != "" {
+			user = append(user, "USER="+uc.Name, "LOGNAME="+uc.Name)
+		}
+		env = mergeEnv(env, user)
+	}
+	env = mergeEnv(env, er.Env)
 	if er.TTY && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM=xterm-256color")
 	}
@@ -42,7 +57,7 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	defer io_.close()
 
 	start := time.Now()
-	child, err := s.spawner.Spawn(SpawnRequest{Argv: er.Argv, Env: env, Dir: er.Dir, TTY: er.TTY}, io_.childFiles)
+	child, err := s.spawner.Spawn(SpawnRequest{Argv: er.Argv, Env: env, Dir: er.Dir, TTY: er.TTY, Cred: cred}, io_.childFiles)
 	io_.closeChildEnds()
 	if err != nil {
 		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: startError(err)})

@@ -12,6 +12,8 @@ type SpawnRequest struct {
 	Env  []string
 	Dir  string
 	TTY  bool
+	// Cred, when set, is who the command runs as; nil: root.
+	Cred *Cred
 }
 
 // ExitStatus is what the reaper learned about a finished command.

@@ -24,6 +24,7 @@ type zmsg struct {
 	Env   []string `cbor:"env,omitempty"`
 	Dir   string   `cbor:"dir,omitempty"`
 	TTY   bool     `cbor:"tty,omitempty"`
+	Cred  *zcred   `cbor:"cred,omitempty"`
 	Sig   int      `cbor:"sig,omitempty"`
 	Tree  bool     `cbor:"tree,omitempty"`
 	Pid   int      `cbor:"pid,omitempty"`
@@ -33,6 +34,13 @@ type zmsg struct {
 	WS    uint32   `cbor:"ws,omitempty"`
 	CPUNs int64    `cbor:"cpu,omitempty"`
 	RSS   int64    `cbor:"rss,omitempty"`
+}
+
+// zcred is who a spawned command runs as.
+type zcred struct {
+	UID    uint32   `cbor:"u"`
+	GID    uint32   `cbor:"g"`
+	Groups []uint32 `cbor:"gs,omitempty"`
 }
 
 // Messages are bounded by the socket buffer; this is the largest spawn
@@ -169,7 +177,11 @@ func (z *zclient) Spawn(req SpawnRequest, stdio [3]*os.File) (Child, error) {
 	z.children[id] = c
 	z.mu.Unlock()
 	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
-	err := z.send(zmsg{Op: "spawn", ID: id, Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY}, fds)
+	m := zmsg{Op: "spawn", ID: id, Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY}
+	if req.Cred != nil {
+		m.Cred = &zcred{UID: req.Cred.UID, GID: req.Cred.GID, Groups: req.Cred.Groups}
+	}
+	err := z.send(m, fds)
 	if err != nil {
 		z.mu.Lock()
 		delete(z.pending, id)

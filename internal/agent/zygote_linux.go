@@ -373,6 +373,12 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: m.TTY, Ctty: 0},
 	}
+	if m.Cred != nil {
+		// The spawner holds CAP_SETUID and CAP_SETGID in the sandbox's
+		// namespace (RootCaps); a command that is not root gets none of
+		// root's capabilities across the change of ids.
+		attr.Sys.Credential = &syscall.Credential{Uid: m.Cred.UID, Gid: m.Cred.GID, Groups: m.Cred.Groups}
+	}
 	z.mu.Lock()
 	pid, err := syscall.ForkExec(path, m.Argv, attr)
 	if err == nil {
@@ -385,6 +391,10 @@ func (z *zserver) spawn(m zmsg, fds []int) {
 		case z.spawned <- struct{}{}:
 		default:
 		}
+	}
+	if err != nil && m.Cred != nil && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
+		z.reply(zmsg{Op: "spawned", ID: m.ID, Err: fmt.Sprintf("cannot run %s as uid %d, gid %d: this sandbox does not map those ids (without a range of ids, only root runs in it; see airlock doctor)", m.Argv[0], m.Cred.UID, m.Cred.GID), Code: string(agentproto.CodeStart)})
+		return
 	}
 	if err != nil {
 		code, msg := describeStartErr(m.Argv[0], dir, err)

@@ -240,6 +240,10 @@ type ExecRequest struct {
 	Cols    uint16        `cbor:"cols,omitempty"`
 	Stdin   bool          `cbor:"stdin,omitempty"`
 	Timeout time.Duration `cbor:"timeout,omitempty"`
+	// User, when set, is who the command runs as: USER, UID,
+	// USER:GROUP or UID:GID, resolved in the sandbox's /etc/passwd and
+	// /etc/group. Empty: root.
+	User string `cbor:"user,omitempty"`
 	// NoStarted asks the agent not to send the Started frame: the host
 	// does not need the pid and learns of a failure to start from an Err
 	// frame. It spares a wake-up of the host while the command runs.

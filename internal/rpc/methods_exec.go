@@ -182,6 +182,7 @@ func execCommand(method string, p *api.ExecParams, stream bool) (airlock.Command
 	}
 	cmd.Env = p.Env
 	cmd.Dir = p.WorkingDir
+	cmd.User = p.User
 	cmd.OpenStdin = p.OpenStdin
 	cmd.TTY, cmd.Rows, cmd.Cols = p.TTY, p.Rows, p.Cols
 	cmd.Timeout = time.Duration(p.TimeoutSeconds * float64(time.Second))
