@@ -32,6 +32,14 @@ func buildRoot(b *agentproto.Boot) error {
 	// A prepared root may live under the stage directory; keep a handle on
 	// it before the stage is covered.
 	var rootfsFD int = -1
+	if b.Root.RootFSChan > 0 {
+		fd, err := receiveMount(b.Root.RootFSChan)
+		unix.Close(b.Root.RootFSChan)
+		if err != nil {
+			return fmt.Errorf("receive the idmapped mount of rootfs %s from the supervisor: %w", b.Root.RootFS, err)
+		}
+		b.Root.RootFSFD = fd
+	}
 	switch {
 	case b.Root.RootFSFD > 0:
 		// An idmapped mount of it, attached below once the stage is up.
@@ -388,4 +396,35 @@ func buildDev(dev string, shmTree int) error {
 		_ = os.Remove(filepath.Join(dev, "mqueue"))
 	}
 	return nil
+}
+
+// receiveMount reads one descriptor, a detached mount, from the
+// SOCK_SEQPACKET channel ch, waiting for the supervisor to send it.
+func receiveMount(ch int) (int, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(ch, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, err
+		}
+		if n == 0 {
+			return -1, errors.New("the supervisor closed the channel without sending it")
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return -1, fmt.Errorf("malformed message (%d control messages, %v)", len(msgs), err)
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return -1, fmt.Errorf("malformed rights (%d files, %v)", len(fds), err)
+		}
+		return fds[0], nil
+	}
 }

@@ -127,6 +127,11 @@ type RootSpec struct {
 	// sandbox root's: the agent attaches it and uses it in place of the
 	// path.
 	RootFSFD int `cbor:"rootfs_fd,omitempty"`
+	// RootFSChan, when not 0, is the agent's end of a channel on which
+	// the supervisor sends, once the agent runs, the descriptor of a
+	// detached mount of RootFS idmapped with the agent's own user
+	// namespace; the agent uses it as it would RootFSFD.
+	RootFSChan int `cbor:"rootfs_chan,omitempty"`
 	// SizeBytes bounds the sandbox's writable tree (tmpfs size). The
 	// tree also holds /dev/shm.
 	SizeBytes int64 `cbor:"size"`

@@ -67,7 +67,13 @@ func idmappedTree(bin *os.File, dir string, m idMapping) (_ *os.File, err error)
 			err = fmt.Errorf("the user namespace's holder: %w", werr)
 		}
 	}()
-	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", holder.Process.Pid))
+	return idmapMount(dir, holder.Process.Pid)
+}
+
+// idmapMount returns a detached, read-only, nodev mount of dir idmapped
+// with the user namespace of process pid (see idmappedTree).
+func idmapMount(dir string, pid int) (*os.File, error) {
+	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
 	if err != nil {
 		return nil, fmt.Errorf("open the sandbox mapping's user namespace: %w", err)
 	}
@@ -87,4 +93,20 @@ func idmappedTree(bin *os.File, dir string, m idMapping) (_ *os.File, err error)
 		return nil, fmt.Errorf("idmap the mount of %s: %w", dir, err)
 	}
 	return tree, nil
+}
+
+// sendIdmappedTree makes the idmapped mount of dir with the user
+// namespace of the agent, process pid, which the sandbox's mapping
+// already has, and sends it to the agent on ch: no process of its own
+// is needed to hold a namespace with that mapping.
+func sendIdmappedTree(ch *os.File, pid int, dir string) error {
+	tree, err := idmapMount(dir, pid)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	if err := unix.Sendmsg(int(ch.Fd()), []byte{1}, unix.UnixRights(int(tree.Fd())), nil, 0); err != nil {
+		return fmt.Errorf("send the idmapped mount of %s to the agent: %w", dir, err)
+	}
+	return nil
 }

@@ -59,7 +59,32 @@ type Sandbox struct {
 // Start launches the agent inside new namespaces and fills in the
 // boundary-specific parts of boot. The caller then performs the handshake
 // on Conn.
-func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, err error) {
+func Start(ctx context.Context, o Options, boot *agentproto.Boot) (*Sandbox, error) {
+	s, err := start(ctx, o, boot, true)
+	var fe *fastIdmapError
+	if errors.As(err, &fe) {
+		// Whatever stopped it (a kernel or file system without
+		// idmapped mounts) is met again the slow way, which knows
+		// what to do then.
+		if o.Log != nil {
+			o.Log.Debug("no idmapped mount with the agent's namespace; trying one of its own", "err", fe.err)
+		}
+		boot.Root.RootFSChan = 0
+		return start(ctx, o, boot, false)
+	}
+	return s, err
+}
+
+// fastIdmapError is a failure to idmap the rootfs with the agent's own
+// namespace, after the agent started.
+type fastIdmapError struct{ err error }
+
+func (e *fastIdmapError) Error() string { return e.err.Error() }
+
+// start is Start; with fast, a prepared root under root is idmapped with
+// the started agent's own user namespace (sendIdmappedTree), instead of
+// one a holder process makes first (idmappedTree).
+func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ *Sandbox, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -128,8 +153,19 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	if err := checkExecutable(bin, uid); err != nil {
 		return nil, err
 	}
-	var tree *os.File
-	if boot.Root.RootFS != "" && os.Getuid() == 0 {
+	var tree, treeCh *os.File
+	boot.Root.RootFSChan = 0
+	fast = fast && boot.Root.RootFS != "" && os.Getuid() == 0
+	if fast {
+		tp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("create the rootfs channel: %w", err)
+		}
+		treeCh = os.NewFile(uintptr(tp[0]), "rootfs")
+		defer treeCh.Close()
+		tree = os.NewFile(uintptr(tp[1]), "rootfs")
+		defer tree.Close()
+	} else if boot.Root.RootFS != "" && os.Getuid() == 0 {
 		// A prepared root owned by host root would be unwritable by a
 		// remapped root (capabilities do not apply to files whose owner
 		// is not mapped): it is given through an idmapped mount, or,
@@ -146,7 +182,12 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 		}
 	}
 	extra := append([]*os.File{agentEnd}, cgFiles...)
-	if tree != nil {
+	boot.Root.RootFSFD = 0
+	switch {
+	case fast:
+		boot.Root.RootFSChan = 3 + len(extra)
+		extra = append(extra, tree)
+	case tree != nil:
 		boot.Root.RootFSFD = 3 + len(extra)
 		extra = append(extra, tree)
 	}
@@ -204,6 +245,11 @@ func Start(ctx context.Context, o Options, boot *agentproto.Boot) (_ *Sandbox, e
 	if s.group != nil {
 		if err := s.group.AddAgent(cmd.Process.Pid); err != nil {
 			return nil, fmt.Errorf("place agent in its cgroup: %w", err)
+		}
+	}
+	if fast {
+		if err := sendIdmappedTree(treeCh, cmd.Process.Pid, boot.Root.RootFS); err != nil {
+			return nil, &fastIdmapError{err}
 		}
 	}
 	boot.Mode = "process"
