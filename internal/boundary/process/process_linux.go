@@ -221,7 +221,7 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 	}
 	binFD := 3 + len(extra)
 	extra = append(extra, bin)
-	agent := agentStart{bin: bin, binFD: binFD, extra: extra, stderr: s.stderr}
+	agent := agentStart{binFD: binFD, extra: extra, stderr: s.stderr}
 	if env := os.Getenv("AIRLOCK_AGENT_DEBUG"); env != "" {
 		agent.env = []string{"AIRLOCK_AGENT_DEBUG=" + env}
 		agent.stderr = io.MultiWriter(s.stderr, os.Stderr)

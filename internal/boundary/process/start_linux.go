@@ -15,10 +15,10 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
-// agentStart is how the agent is started in its namespaces: the binary
-// (also open as descriptor binFD of the child) and what the child gets.
+// agentStart is how the agent is started in its namespaces: the
+// descriptor of the child that holds the agent's binary, and what the
+// child gets.
 type agentStart struct {
-	bin    *os.File
 	binFD  int
 	extra  []*os.File // the child's descriptors from 3 up, binFD among them
 	env    []string
@@ -91,6 +91,9 @@ func (a agentStart) start(ctx context.Context, m idMapping) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The helpers are given the child's pid, which cannot name another
+	// process meanwhile: the child is not waited for until it has
+	// failed or the sandbox ends, so even dead it keeps its pid.
 	pid := cmd.Process.Pid
 	hctx, cancel := context.WithTimeout(ctx, helperTimeout)
 	defer cancel()
