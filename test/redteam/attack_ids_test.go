@@ -133,7 +133,9 @@ attempt("chown-usr", lambda: libc.chown(b"/usr/bin/env", 0, 0))
 		var pid int
 		testbin.WaitFor(30*time.Second, func() bool {
 			for hp, cmd := range hostProcs(t) {
-				if strings.Contains(cmd, marker) && strings.Contains(cmd, "/workspace/p") {
+				// Not setpriv itself, before it has executed the
+				// program (its command line names both too).
+				if strings.Contains(cmd, marker) && strings.Contains(cmd, "/workspace/p") && !strings.Contains(cmd, "setpriv") {
 					pid = hp
 					return true
 				}
