@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,8 +120,7 @@ func TestFaultAgentKilledRPC(t *testing.T) {
 		} else {
 			checkCrashReport(t, "exec after the crash", m.Error.Message)
 		}
-		var crashed bool
-		for _, n := range s.notes {
+		crashedIn := func(n rpcMsg) bool {
 			var ev struct {
 				Type      string `json:"type"`
 				Lifecycle struct {
@@ -128,12 +128,22 @@ func TestFaultAgentKilledRPC(t *testing.T) {
 					Reason string `json:"reason"`
 				} `json:"lifecycle"`
 			}
-			if n.Method == "event" && json.Unmarshal(n.Params, &ev) == nil && ev.Type == "lifecycle" && ev.Lifecycle.State == "crashed" {
-				crashed = strings.Contains(ev.Lifecycle.Reason, agentKilled)
-			}
+			return n.Method == "event" && json.Unmarshal(n.Params, &ev) == nil && ev.Type == "lifecycle" && ev.Lifecycle.State == "crashed" &&
+				strings.Contains(ev.Lifecycle.Reason, agentKilled)
 		}
-		if !crashed {
-			t.Errorf("no lifecycle event says the sandbox crashed, %s", agentKilled)
+		crashed := slices.ContainsFunc(s.notes, crashedIn)
+		// Events travel apart from responses: the event may come after
+		// the answers that already say the sandbox crashed.
+		for deadline := time.After(10 * time.Second); !crashed; {
+			select {
+			case m, ok := <-s.lines:
+				if !ok {
+					t.Fatal("airlock rpc closed its output")
+				}
+				crashed = crashedIn(m)
+			case <-deadline:
+				t.Fatalf("no lifecycle event says the sandbox crashed, %s", agentKilled)
+			}
 		}
 		checkCrashRecord(t, id)
 		if left := leftBehind(id); len(left) > 0 {
