@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // When the sandbox's agent (its PID 1) dies under a running sandbox, the
@@ -80,9 +81,15 @@ func TestFaultAgentKilledEmbed(t *testing.T) {
 		if _, err := sb.ReadFile(ctx, "/etc/hostname"); !errors.Is(err, airlock.ErrCrashed) {
 			t.Errorf("read after the crash: %v, want ErrCrashed", err)
 		}
-		mu.Lock()
-		got := append([]airlock.LifecycleEvent(nil), lifecycle...)
-		mu.Unlock()
+		// The event is emitted apart from the errors that already say
+		// so, and may come after them.
+		var got []airlock.LifecycleEvent
+		testbin.WaitFor(10*time.Second, func() bool {
+			mu.Lock()
+			got = append([]airlock.LifecycleEvent(nil), lifecycle...)
+			mu.Unlock()
+			return len(got) > 0 && got[len(got)-1].State == "crashed"
+		})
 		if n := len(got); n == 0 || got[n-1].State != "crashed" || !strings.Contains(got[n-1].Reason, agentKilled) {
 			t.Errorf("lifecycle events %+v, want the last to be crashed, %s", got, agentKilled)
 		}
