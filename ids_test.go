@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // eachIsolation runs f as a subtest for every isolation level that works
@@ -150,45 +150,10 @@ func TestIDsRootFS(t *testing.T) {
 func toolRootFS(t *testing.T, tools ...string) string {
 	t.Helper()
 	root := t.TempDir()
-	if err := os.Chmod(root, 0o755); err != nil {
+	if err := testbin.ToolRoot(root, tools...); errors.Is(err, testbin.ErrToolMissing) {
+		t.Skip(err)
+	} else if err != nil {
 		t.Fatal(err)
-	}
-	copyFile := func(src, dst string) {
-		real, err := filepath.EvalSymlinks(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(real)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tool := range tools {
-		path, err := exec.LookPath(tool)
-		if err != nil {
-			t.Skipf("%s is not installed", tool)
-		}
-		copyFile(path, filepath.Join(root, "bin", tool))
-		out, err := exec.Command("ldd", path).Output()
-		if err != nil {
-			continue // static
-		}
-		for _, f := range strings.Fields(string(out)) {
-			if strings.HasPrefix(f, "/") {
-				copyFile(f, filepath.Join(root, f))
-			}
-		}
-	}
-	for _, d := range []string{"tmp", "etc"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return root
 }
