@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -655,11 +656,10 @@ func readSmall(p string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", p, maxMeta)
 	}
 	b := make([]byte, fi.Size())
-	n, err := f.Read(b)
-	if err != nil && n != len(b) {
+	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, err
 	}
-	return b[:n], nil
+	return b, nil
 }
 
 // Usage returns the bytes (as du counts them: blocks in use) and the
