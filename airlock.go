@@ -122,7 +122,12 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 		return nil, err
 	}
 	c.image = img
-	return create(ctx, id, c)
+	sb, err := create(ctx, id, c)
+	if err != nil {
+		img.release()
+		return nil, err
+	}
+	return sb, nil
 }
 
 // startTimeout bounds a sandbox's start, from the first host resource it
@@ -359,6 +364,7 @@ func (s *Sandbox) Close() error {
 			s.sess.Close()
 		}
 		s.closeErr = errors.Join(s.b.Close(), s.net.close())
+		s.cfg.image.release()
 		close(s.closed)
 		s.emit(Event{Type: EventLifecycle, Lifecycle: stopEvent(s.Err())})
 	})

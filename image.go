@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/image"
@@ -61,6 +62,17 @@ func (i ImageInfo) DefaultCommand() []string {
 type resolvedImage struct {
 	info   ImageInfo
 	rootfs string
+	// done ends the sandbox's use of the image in the cache, which
+	// keeps its tree from removal while the sandbox's overlay reads it.
+	done func()
+}
+
+// release ends the use of the image: once the sandbox is stopped, or
+// when it did not start. Nil-safe, and safe to call more than once.
+func (r *resolvedImage) release() {
+	if r != nil && r.done != nil {
+		r.done()
+	}
 }
 
 // usesImage reports whether c names an image from the cache (not the
@@ -78,7 +90,8 @@ func (c *Config) imageCacheDir() (string, error) {
 }
 
 // resolveImage gets c.Image into the image cache when it names one,
-// reporting progress to c.OnImageProgress, and returns it.
+// reporting progress to c.OnImageProgress, and returns it, in use (see
+// store.Cache.Use) until its release.
 func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
 	if !c.usesImage() {
 		return nil, nil
@@ -97,13 +110,27 @@ func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
 		progress = func(p store.Progress) { c.OnImageProgress(ImageProgress(p)) }
 	}
 	start := time.Now()
-	img, err := r.Get(ctx, c.Image, progress)
-	if err != nil {
-		return nil, fmt.Errorf("get image %q: %w", c.Image, err)
+	// An image removed between its get and its use is got again.
+	var (
+		img     store.Image
+		release func()
+	)
+	for attempt := 0; ; attempt++ {
+		if img, err = r.Get(ctx, c.Image, progress); err != nil {
+			return nil, fmt.Errorf("get image %q: %w", c.Image, err)
+		}
+		release, err = cache.Use(ctx, img.Key)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrNotFound) || attempt == 2 {
+			return nil, fmt.Errorf("use image %q: %w", c.Image, err)
+		}
 	}
 	c.Logger.Debug("image ready", "image", c.Image, "key", img.Key, "took", time.Since(start))
 	return &resolvedImage{
 		rootfs: img.RootFS,
+		done:   sync.OnceFunc(release),
 		info: ImageInfo{
 			Name: c.Image, Key: img.Key, Kind: img.Kind,
 			Env: img.Config.Env, WorkingDir: img.Config.WorkingDir, User: img.Config.User,
@@ -185,6 +212,7 @@ func PrepareImage(ctx context.Context, cfg Config) (ImageInfo, error) {
 	if err != nil {
 		return ImageInfo{}, err
 	}
+	img.release()
 	if img == nil {
 		if c.RootFS != "" {
 			return ImageInfo{Name: "rootfs:" + c.RootFS, Kind: "rootfs"}, nil

@@ -3,8 +3,10 @@ package airlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +233,65 @@ func TestImageUser(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "nobody-here") {
 		t.Fatalf("an unknown user: %v", err)
 	}
+}
+
+// A running sandbox's image is neither removed nor pruned: its overlay
+// reads the image's tree. Once the sandbox is closed, it goes. No
+// process of the sandbox holds the lock that says so.
+func TestImageInUseIsKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	img := putImage(t, dir, "kept", store.Config{Env: []string{"PATH=/bin"}}, nil)
+	c, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := airlock.Create(ctx, airlock.Config{Image: "kept", ImageCacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for _, what := range []string{"kept", img.Key} {
+		if _, err := c.Remove(ctx, what); !errors.Is(err, store.ErrInUse) {
+			t.Fatalf("Remove %s while a sandbox runs it: %v", what, err)
+		}
+	}
+	if r, err := c.Prune(ctx); err != nil || len(r.Images) != 0 {
+		t.Fatalf("Prune while a sandbox runs it: %+v %v", r, err)
+	}
+	if res, err := sb.Run(ctx, airlock.Command{Shell: "echo still here"}); err != nil || string(res.Stdout) != "still here\n" {
+		t.Fatalf("the sandbox after refused removals: %q %v", res.Stdout, err)
+	}
+	for _, pid := range descendants(sb.PID()) {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.Contains(l, filepath.Join(dir, "locks")) {
+				t.Errorf("process %d of the sandbox holds %s", pid, l)
+			}
+		}
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := c.Remove(ctx, "kept"); err != nil || len(removed) != 1 {
+		t.Fatalf("Remove after the sandbox closed: %v %v", removed, err)
+	}
+}
+
+// descendants is pid and every process under it.
+func descendants(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], task.Name()))
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -12,12 +12,18 @@
 //	names/<hex of name>.json  a name ("standard", a registry reference) and its key
 //	blobs/sha256/<hex>        layers and downloads, shared between images
 //	locks/<hex>               flock files: one maker per key at a time
+//	locks/use/<hex>           flock files: shared by each sandbox running
+//	                          the image, taken whole by a removal
 //	tmp/                      work in progress, renamed into images/ when whole
 //
 // An image is made in tmp/ and renamed into images/ once whole, so a make
 // that dies half-way never shows as an image; tmp/ is swept of what no
 // live maker holds. Two makers of one key take turns on its lock, and the
 // second finds the first's image.
+//
+// A sandbox that runs an image holds its use lock (Use) until it stops:
+// its overlay reads the image's tree, so Remove refuses an image in use
+// and Prune leaves it.
 package store
 
 import (
@@ -44,6 +50,7 @@ const (
 	namesDir  = "names"
 	blobsDir  = "blobs"
 	locksDir  = "locks"
+	useDir    = "use"
 	tmpDir    = "tmp"
 
 	metaFile  = "image.json"
@@ -56,6 +63,9 @@ const (
 
 // ErrNotFound is returned for a name or key the cache does not hold.
 var ErrNotFound = errors.New("not in the image cache")
+
+// ErrInUse is returned by Remove for an image a running sandbox uses.
+var ErrInUse = errors.New("in use by a running sandbox")
 
 // Cache is an image cache in one directory.
 type Cache struct {
@@ -100,7 +110,7 @@ func Open(dir string) (*Cache, error) {
 			return nil, fmt.Errorf("make the image cache %s private: %w", abs, err)
 		}
 	}
-	for _, sub := range []string{imagesDir, namesDir, filepath.Join(blobsDir, "sha256"), locksDir, tmpDir} {
+	for _, sub := range []string{imagesDir, namesDir, filepath.Join(blobsDir, "sha256"), locksDir, filepath.Join(locksDir, useDir), tmpDir} {
 		if err := os.MkdirAll(filepath.Join(abs, sub), dirPerm); err != nil {
 			return nil, fmt.Errorf("make the image cache's %s: %w", sub, err)
 		}
@@ -438,9 +448,12 @@ func (c *Cache) List() ([]Image, error) {
 
 // Remove removes a name, or an image by its key with every name that
 // points at it; an image whose last name goes is removed too. It
-// returns the keys of the images it removed.
+// returns the keys of the images it removed. An image that a running
+// sandbox uses (see Use) is not removed, nor are its names: the error
+// wraps ErrInUse.
 func (c *Cache) Remove(ctx context.Context, nameOrKey string) ([]string, error) {
 	key := nameOrKey
+	var names []string
 	if _, err := hexOf(nameOrKey); err != nil {
 		n, err := c.readName(c.namePath(nameOrKey))
 		if errors.Is(err, fs.ErrNotExist) || err == nil && n.Name != nameOrKey {
@@ -449,37 +462,105 @@ func (c *Cache) Remove(ctx context.Context, nameOrKey string) ([]string, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := os.Remove(c.namePath(nameOrKey)); err != nil {
-			return nil, fmt.Errorf("remove image name %q: %w", nameOrKey, err)
-		}
-		if len(c.namesOf(n.Key)) > 0 {
+		if slices.ContainsFunc(c.namesOf(n.Key), func(o string) bool { return o != nameOrKey }) {
+			// Another name keeps the image.
+			if err := os.Remove(c.namePath(nameOrKey)); err != nil {
+				return nil, fmt.Errorf("remove image name %q: %w", nameOrKey, err)
+			}
 			return nil, nil
 		}
-		key = n.Key
+		key, names = n.Key, []string{nameOrKey}
 	} else {
-		for _, n := range c.namesOf(key) {
-			if err := os.Remove(c.namePath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("remove image name %q: %w", n, err)
-			}
-		}
+		names = c.namesOf(key)
 	}
 	h, _ := hexOf(key)
 	dir := filepath.Join(c.dir, imagesDir, h)
+	removeNames := func() error {
+		for _, n := range names {
+			if err := os.Remove(c.namePath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove image name %q: %w", n, err)
+			}
+		}
+		return nil
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := removeNames(); err != nil {
+			return nil, err
+		}
 		if key == nameOrKey {
 			return nil, fmt.Errorf("image %s: %w (see `airlock image list`)", key, ErrNotFound)
 		}
 		return nil, nil
 	}
+	release, err := c.claim(h)
+	if errors.Is(err, ErrInUse) {
+		what := key
+		if key != nameOrKey {
+			what = fmt.Sprintf("%q (%s)", nameOrKey, key)
+		}
+		return nil, fmt.Errorf("image %s is %w; stop it first", what, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	unlock, err := c.lock(ctx, h)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := removeNames(); err != nil {
+		return nil, err
+	}
 	if err := RemoveTree(dir); err != nil {
 		return nil, fmt.Errorf("remove image %s: %w", key, err)
 	}
 	return []string{key}, nil
+}
+
+// Use marks the image with key as used by a running sandbox until
+// release is called, or the process ends: Remove refuses it and Prune
+// leaves it meanwhile. Any number of sandboxes use an image at once. It
+// waits while a removal of the image runs, and returns an error wrapping
+// ErrNotFound when the cache does not hold the image (any more). The
+// lock's descriptor is closed on exec, so no process a sandbox starts
+// holds it.
+func (c *Cache) Use(ctx context.Context, key string) (release func(), err error) {
+	h, err := hexOf(key)
+	if err != nil {
+		return nil, err
+	}
+	release, err = c.share(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.read(h); err != nil {
+		release()
+		// The lock file of an image that is not here goes, unless
+		// another holds it.
+		if r, cerr := c.claim(h); cerr == nil {
+			r()
+		}
+		return nil, err
+	}
+	return release, nil
+}
+
+// InUse reports whether a running sandbox uses the image with key.
+func (c *Cache) InUse(key string) (bool, error) {
+	h, err := hexOf(key)
+	if err != nil {
+		return false, err
+	}
+	release, err := c.claim(h)
+	if errors.Is(err, ErrInUse) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	release()
+	return false, nil
 }
 
 // PruneReport is what Prune removed.
@@ -490,8 +571,9 @@ type PruneReport struct {
 	Freed  int64    `json:"freed"`
 }
 
-// Prune removes images that no name points at, blobs that no image was
-// made from, and work folders no live maker holds.
+// Prune removes images that no name points at and no running sandbox
+// uses, blobs that no image left was made from, and work folders no
+// live maker holds.
 func (c *Cache) Prune(ctx context.Context) (PruneReport, error) {
 	var r PruneReport
 	imgs, err := c.List()
@@ -502,13 +584,19 @@ func (c *Cache) Prune(ctx context.Context) (PruneReport, error) {
 	for _, img := range imgs {
 		if len(img.Names) == 0 {
 			size := img.Size
-			if removed, err := c.Remove(ctx, img.Key); err != nil {
+			removed, err := c.Remove(ctx, img.Key)
+			switch {
+			case errors.Is(err, ErrInUse):
+				// A running sandbox's: it stays, with its blobs.
+			case err != nil:
 				return r, err
-			} else if len(removed) > 0 {
+			case len(removed) > 0:
 				r.Images = append(r.Images, img.Key)
 				r.Freed += size
+				continue
+			default:
+				continue
 			}
-			continue
 		}
 		for _, b := range img.Blobs {
 			keep[b] = true
@@ -591,7 +679,7 @@ func (c *Cache) heldPrefix(prefix string) (bool, error) {
 		return false, err
 	}
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), prefix) {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
 		unlock, err := c.tryLock(e.Name())

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,6 +235,135 @@ func TestNamesRemoveAndPrune(t *testing.T) {
 	}
 	if _, err := c.Remove(ctx, "standard"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Remove of an unknown name: %v", err)
+	}
+}
+
+// An image a sandbox uses is neither removed, nor untagged, nor pruned,
+// until the last use ends; then it goes as any other.
+func TestImageInUse(t *testing.T) {
+	c := open(t)
+	ctx := context.Background()
+	named, nameless := Key([]byte("named")), Key([]byte("nameless"))
+	blob := Key([]byte("a layer"))
+	bp, _ := c.BlobPath(blob)
+	os.WriteFile(bp, []byte("layer"), 0o600)
+	for _, k := range []string{named, nameless} {
+		if _, err := c.Make(ctx, k, func(ctx context.Context, dir string) (Meta, error) {
+			m, err := fillWith(map[string]string{"f": k})(ctx, dir)
+			m.Blobs = []string{blob}
+			return m, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Tag("standard", named)
+	c.Tag("alias", named)
+	release1, err := c.Use(ctx, named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release2, err := c.Use(ctx, named)
+	if err != nil {
+		t.Fatalf("a second use of one image: %v", err)
+	}
+	releaseNameless, err := c.Use(ctx, nameless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name that another keeps the image by goes.
+	if removed, err := c.Remove(ctx, "alias"); err != nil || len(removed) != 0 {
+		t.Fatalf("Remove of one of two names of an image in use: %v %v", removed, err)
+	}
+	for _, what := range []string{"standard", named} {
+		removed, err := c.Remove(ctx, what)
+		if !errors.Is(err, ErrInUse) || len(removed) != 0 || !strings.Contains(err.Error(), "stop it first") {
+			t.Fatalf("Remove %s of an image in use: %v %v", what, removed, err)
+		}
+	}
+	if img, err := c.Lookup("standard"); err != nil || img.Key != named {
+		t.Fatalf("a refused Remove changed the cache: %+v %v", img, err)
+	}
+	if in, err := c.InUse(named); err != nil || !in {
+		t.Fatalf("InUse of an image in use: %v %v", in, err)
+	}
+	r, err := c.Prune(ctx)
+	if err != nil || len(r.Images) != 0 || len(r.Blobs) != 0 {
+		t.Fatalf("Prune with a nameless image in use: %+v %v", r, err)
+	}
+	if _, err := os.Stat(bp); err != nil {
+		t.Fatalf("Prune removed the blob of an image in use: %v", err)
+	}
+	// One use of two ends: still in use.
+	release1()
+	if _, err := c.Remove(ctx, named); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Remove while one use of two is left: %v", err)
+	}
+	release2()
+	releaseNameless()
+	if in, err := c.InUse(named); err != nil || in {
+		t.Fatalf("InUse after every use ended: %v %v", in, err)
+	}
+	if removed, err := c.Remove(ctx, "standard"); err != nil || len(removed) != 1 {
+		t.Fatalf("Remove after every use ended: %v %v", removed, err)
+	}
+	if r, err := c.Prune(ctx); err != nil || len(r.Images) != 1 || r.Images[0] != nameless || len(r.Blobs) != 1 {
+		t.Fatalf("Prune after every use ended: %+v %v", r, err)
+	}
+	// A gone image cannot be used, and leaves no lock file behind.
+	if _, err := c.Use(ctx, named); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Use of a removed image: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(c.Dir(), "locks", "use")); len(ents) != 0 {
+		t.Fatalf("use locks left: %d", len(ents))
+	}
+}
+
+// A use that starts while a removal holds the image waits for it, and
+// then finds the image gone; a use taken on the lock file the removal
+// unlinked is taken again on the new one.
+func TestUseWaitsForRemoval(t *testing.T) {
+	c := open(t)
+	ctx := context.Background()
+	key := Key([]byte("x"))
+	if _, err := c.Make(ctx, key, fillWith(map[string]string{"f": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := hexOf(key)
+	release, err := c.claim(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Use(ctx, key)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Use did not wait for a removal: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	RemoveTree(filepath.Join(c.Dir(), "images", h))
+	release()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Use after the removal: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Use still waits after the removal ended")
+	}
+	// Made again, it is used on a new lock file that a removal sees.
+	if _, err := c.Make(ctx, key, fillWith(map[string]string{"f": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := c.Use(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel()
+	if _, err := c.Remove(ctx, key); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Remove of the image made again and in use: %v", err)
 	}
 }
 
