@@ -1,0 +1,245 @@
+package vfsfuse
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// maxName is the longest file name a mount takes.
+const maxName = 255
+
+// Options tune a mount.
+type Options struct {
+	// AttrTimeout and EntryTimeout are how long the kernel keeps a file's
+	// attributes and a name's lookup without asking again. 0 means 1 s;
+	// negative means not at all.
+	AttrTimeout, EntryTimeout time.Duration
+	// MaxWrite is the largest write the kernel sends at once (and the
+	// largest read it asks for). 0 means DefaultMaxWrite.
+	MaxWrite int
+	// MaxReadAhead is the kernel's read-ahead for the mount, in bytes.
+	// 0 means DefaultReadAhead.
+	MaxReadAhead int
+	// Writeback lets the kernel gather writes in its page cache and send
+	// them later, in larger pieces. Writes then reach the provider after
+	// the write call returns (close and fsync flush them), so a
+	// provider's hooks and quota errors are seen late: off by default.
+	Writeback bool
+	// Logger receives diagnostics; default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxWrite  = 512 << 10
+	DefaultReadAhead = 1 << 20
+)
+
+// fileSystem is one mount's state.
+type fileSystem struct {
+	p                         vfs.Provider
+	attrTimeout, entryTimeout time.Duration
+	// openFlags are the FOPEN_* flags of every opened file.
+	openFlags uint32
+}
+
+func (f *fileSystem) setEntryTimeouts(out *fuse.EntryOut) {
+	out.SetEntryTimeout(f.entryTimeout)
+	out.SetAttrTimeout(f.attrTimeout)
+}
+
+func (f *fileSystem) setAttrTimeout(out *fuse.AttrOut) { out.SetTimeout(f.attrTimeout) }
+
+// Server serves one mount.
+type Server struct {
+	srv  *fuse.Server
+	root *node
+	dev  *os.File
+	stop func()
+	done chan struct{}
+}
+
+// Serve answers the kernel's requests for the FUSE file system whose
+// device is dev (see Mount) from p, until the file system is unmounted.
+// It returns once the kernel and the server have agreed on the
+// protocol.
+func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	fsys := &fileSystem{p: p, attrTimeout: timeout(opts.AttrTimeout), entryTimeout: timeout(opts.EntryTimeout)}
+	// The kernel tells apart the writes of a file opened without a
+	// flush of its own (FOPEN_NOFLUSH): no FLUSH request on close.
+	fsys.openFlags = fuse.FOPEN_NOFLUSH
+	root := &node{fsys: fsys}
+	zero := time.Duration(0)
+	mo := fuse.MountOptions{
+		MaxWrite:             cmpOr(opts.MaxWrite, DefaultMaxWrite),
+		MaxReadAhead:         cmpOr(opts.MaxReadAhead, DefaultReadAhead),
+		MaxBackground:        64,
+		DisableXAttrs:        true,
+		Name:                 "airlock",
+		FsName:               "airlock",
+		EnableLocks:          false,
+		Logger:               log.New(slogWriter{opts.Logger}, "", 0),
+		DisableSplice:        true,
+		IgnoreSecurityLabels: true,
+	}
+	if opts.Writeback {
+		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+	}
+	raw := gofs.NewNodeFS(root, &gofs.Options{
+		MountOptions:    mo,
+		AttrTimeout:     &fsys.attrTimeout,
+		EntryTimeout:    &fsys.entryTimeout,
+		NegativeTimeout: &zero,
+		// Modes are the provider's, 0 included: the kernel checks
+		// permissions (default_permissions) from them.
+		NullPermissions: true,
+		Logger:          log.New(slogWriter{opts.Logger}, "", 0),
+	})
+	// go-fuse takes the descriptor over: give it its own.
+	fd, err := unix.Dup(int(dev.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("serve FUSE mount: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	srv, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("serve FUSE mount: %w", err)
+	}
+	s := &Server{srv: srv, root: root, dev: dev, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		srv.Serve()
+	}()
+	if err := srv.WaitMount(); err != nil {
+		return nil, fmt.Errorf("serve FUSE mount: the kernel's handshake: %w", err)
+	}
+	if w, ok := p.(vfs.Watcher); ok {
+		s.stop = w.Watch(s.invalidate)
+	}
+	return s, nil
+}
+
+// Done is closed once the file system is unmounted and the server has
+// stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Close stops forwarding the provider's changes; the mount ends when it
+// is unmounted.
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	return s.dev.Close()
+}
+
+// invalidate drops what the kernel keeps of path (its attributes, its
+// pages and its name), so that the sandbox sees a change made on the
+// host at once. It is called from the provider, and so runs apart from
+// any request: the kernel may ask for the file again meanwhile.
+func (s *Server) invalidate(p string) {
+	go func() {
+		parent := &s.root.Inode
+		var in *gofs.Inode = parent
+		name := ""
+		for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+			if c == "" {
+				continue
+			}
+			parent, name = in, c
+			if in = in.GetChild(c); in == nil {
+				break
+			}
+		}
+		if in != nil {
+			_ = in.NotifyContent(0, 0)
+		}
+		if name != "" && parent != nil {
+			_ = parent.NotifyEntry(name)
+		}
+	}()
+}
+
+func timeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return time.Second
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// slogWriter carries go-fuse's log lines to a slog.Logger.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug("fuse", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// OpenDevice opens a FUSE device for Mount: the device node that node
+// (an O_PATH descriptor) names when it is given, /dev/fuse otherwise.
+// The kernel takes a mount's device only from a process of the user
+// namespace that mounts it, so the caller opens it where it mounts.
+func OpenDevice(node *os.File) (*os.File, error) {
+	p := "/dev/fuse"
+	if node != nil {
+		p = fmt.Sprintf("/proc/self/fd/%d", node.Fd())
+	}
+	dev, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open the FUSE device: the kernel has no FUSE support here (modprobe fuse): %w", err)
+		}
+		return nil, fmt.Errorf("open the FUSE device: %w", err)
+	}
+	return dev, nil
+}
+
+// Mount mounts an empty FUSE file system of device dev at target, to
+// Serve. Until a server answers, the kernel holds every access to
+// target. allow_other lets every user of the mount's user namespace in,
+// and default_permissions has the kernel check their permissions from
+// the modes the provider reports.
+func Mount(dev *os.File, target string) error {
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other", dev.Fd())
+	if err := unix.Mount("airlock", target, "fuse.airlock", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		if errors.Is(err, syscall.ENODEV) {
+			return fmt.Errorf("mount FUSE at %s: the kernel has no FUSE support (modprobe fuse): %w", target, err)
+		}
+		return fmt.Errorf("mount FUSE at %s: %w", target, err)
+	}
+	return nil
+}
+
+// Unmount detaches the mount at target; its server then stops.
+func Unmount(target string) error {
+	if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", target, err)
+	}
+	return nil
+}

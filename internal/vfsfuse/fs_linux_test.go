@@ -1,0 +1,204 @@
+package vfsfuse_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// mount serves p at a new directory through a real FUSE mount.
+func mount(t *testing.T, p vfs.Provider) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("mounting FUSE needs root")
+	}
+	dir := t.TempDir()
+	dev, err := vfsfuse.OpenDevice(nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := vfsfuse.Mount(dev, dir); err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	srv, err := vfsfuse.Serve(dev, p, vfsfuse.Options{})
+	if err != nil {
+		_ = vfsfuse.Unmount(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = vfsfuse.Unmount(dir)
+		srv.Close()
+		select {
+		case <-srv.Done():
+		case <-time.After(5 * time.Second):
+			t.Error("the server did not stop after the unmount")
+		}
+	})
+	return dir
+}
+
+func TestFilesThroughMount(t *testing.T) {
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	dir := mount(t, mem)
+	p := filepath.Join(dir, "a", "b.txt")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("hello"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// The provider holds what was written through the mount.
+	h, err := mem.Open(context.Background(), "/a/b.txt", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	n, _ := h.ReadAt(context.Background(), buf, 0)
+	h.Close()
+	if string(buf[:n]) != "hello" {
+		t.Fatalf("provider holds %q", buf[:n])
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o640 || fi.Size() != 5 {
+		t.Fatalf("stat: %v %v", fi, err)
+	}
+	if err := os.Symlink("b.txt", filepath.Join(dir, "a", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "a", "l")); err != nil || string(got) != "hello" {
+		t.Fatalf("read through symlink: %q %v", got, err)
+	}
+	if err := os.Link(p, filepath.Join(dir, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "hard")); fi.Sys().(*syscall.Stat_t).Nlink != 2 {
+		t.Errorf("nlink %d, want 2", fi.Sys().(*syscall.Stat_t).Nlink)
+	}
+	if err := os.Rename(p, filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "a")); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Errorf("rmdir of a non-empty directory: %v", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "a,hard,moved" {
+		t.Errorf("listing %v", names)
+	}
+	// An unlinked file stays readable through an open descriptor.
+	f, err := os.Open(filepath.Join(dir, "moved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile("/proc/self/fd/" + itoa(f.Fd())); err != nil || string(got) != "hello" {
+		t.Errorf("read of an unlinked open file: %q %v", got, err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != 5 {
+		t.Errorf("fstat of an unlinked open file: %v %v", fi, err)
+	}
+}
+
+// A change made on the host side shows in the mount at once, though the
+// kernel caches attributes and pages.
+func TestHostChangesInvalidate(t *testing.T) {
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	dir := mount(t, mem)
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "one" {
+		t.Fatalf("read %q", got)
+	}
+	h, err := mem.Create(context.Background(), "/f", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(context.Background(), []byte("second"), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, _ := os.ReadFile(p)
+		if string(got) == "second" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a host write the mount still reads %q", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := mem.Remove(context.Background(), "/f"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline = time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a file the host removed is still there")
+		}
+	}
+}
+
+// Real programs work on a mount: a shell's redirections, append, and a
+// copy of a tree with cp -a.
+func TestProgramsOnMount(t *testing.T) {
+	dir := mount(t, vfs.NewMemory(vfs.MemoryOptions{}))
+	sh := exec.Command("sh", "-c", `set -e
+echo one > f; echo two >> f
+mkdir -p d/e && cp -a f d/e/g && ln -s ../f d/l
+test "$(cat d/e/g)" = "one
+two"
+dd if=/dev/zero of=big bs=1M count=8 2>/dev/null
+truncate -s 5G sparse && echo x | dd of=sparse bs=1 seek=5368709118 conv=notrunc 2>/dev/null
+tail -c 2 sparse
+`)
+	sh.Dir = dir
+	out, err := sh.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !bytes.Equal(out, []byte("x\n")) {
+		t.Errorf("output %q", out)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "big"))
+	if err != nil || fi.Size() != 8<<20 {
+		t.Errorf("big: %v %v", fi, err)
+	}
+}
+
+func itoa(u uintptr) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			return string(b[i:])
+		}
+	}
+}

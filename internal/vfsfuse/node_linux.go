@@ -1,0 +1,512 @@
+package vfsfuse
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// node is one file or directory of the mount. It holds no state of its
+// own: every operation names its file by the node's path from the
+// mount's root, as the kernel's tree of dentries knows it now, and asks
+// the provider.
+type node struct {
+	gofs.Inode
+	fsys *fileSystem
+}
+
+var (
+	_ gofs.NodeLookuper       = (*node)(nil)
+	_ gofs.NodeGetattrer      = (*node)(nil)
+	_ gofs.NodeSetattrer      = (*node)(nil)
+	_ gofs.NodeOpener         = (*node)(nil)
+	_ gofs.NodeCreater        = (*node)(nil)
+	_ gofs.NodeOpendirHandler = (*node)(nil)
+	_ gofs.NodeMkdirer        = (*node)(nil)
+	_ gofs.NodeUnlinker       = (*node)(nil)
+	_ gofs.NodeRmdirer        = (*node)(nil)
+	_ gofs.NodeRenamer        = (*node)(nil)
+	_ gofs.NodeSymlinker      = (*node)(nil)
+	_ gofs.NodeReadlinker     = (*node)(nil)
+	_ gofs.NodeLinker         = (*node)(nil)
+	_ gofs.NodeStatfser       = (*node)(nil)
+	_ gofs.NodeMknoder        = (*node)(nil)
+	_ gofs.NodeGetxattrer     = (*node)(nil)
+	_ gofs.NodeListxattrer    = (*node)(nil)
+	_ gofs.NodeSetxattrer     = (*node)(nil)
+	_ gofs.NodeRemovexattrer  = (*node)(nil)
+	_ gofs.FileLookuper       = (*dirHandle)(nil)
+	_ gofs.FileReaddirenter   = (*dirHandle)(nil)
+	_ gofs.FileSeekdirer      = (*dirHandle)(nil)
+	_ gofs.FileReader         = (*fileHandle)(nil)
+	_ gofs.FileWriter         = (*fileHandle)(nil)
+	_ gofs.FileGetattrer      = (*fileHandle)(nil)
+	_ gofs.FileFsyncer        = (*fileHandle)(nil)
+	_ gofs.FileReleaser       = (*fileHandle)(nil)
+	_ gofs.FileFlusher        = (*fileHandle)(nil)
+	_ gofs.FileSetattrer      = (*fileHandle)(nil)
+	_ gofs.FileReleasedirer   = (*dirHandle)(nil)
+	_ gofs.NodeWrapChilder    = (*node)(nil)
+	_ gofs.NodeOnForgetter    = (*node)(nil)
+)
+
+// WrapChild is never asked for: children are made here.
+func (n *node) WrapChild(_ context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder { return ops }
+
+// OnForget needs nothing: a node holds no state.
+func (n *node) OnForget() {}
+
+// path is the node's path in the provider. An unlinked node's path
+// names nothing (go-fuse puts a placeholder where its name was), so
+// path operations on it fail with ENOENT while its open handles work.
+func (n *node) path() string {
+	return "/" + n.Path(n.Root())
+}
+
+func (n *node) child(name string) string { return path.Join(n.path(), name) }
+
+// caller marks a request's context as the sandbox's, with its caller,
+// for the provider.
+func caller(ctx context.Context) context.Context {
+	ctx = vfs.WithOrigin(ctx, vfs.OriginSandbox)
+	if c, ok := fuse.FromContext(ctx); ok {
+		return vfs.WithCaller(ctx, vfs.Caller{UID: c.Uid, GID: c.Gid, PID: c.Pid})
+	}
+	return ctx
+}
+
+func errno(err error) syscall.Errno { return vfs.Errno(err) }
+
+// newChild makes (or finds, for another link of the same file) the
+// inode of a file the provider described, and fills out.
+func (n *node) newChild(ctx context.Context, fi vfs.FileInfo, out *fuse.EntryOut) *gofs.Inode {
+	fillAttr(fi, &out.Attr)
+	n.fsys.setEntryTimeouts(out)
+	return n.NewInode(ctx, &node{fsys: n.fsys}, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: fi.Ino})
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if len(name) > maxName {
+		return nil, syscall.ENAMETOOLONG
+	}
+	fi, err := n.fsys.p.Stat(caller(ctx), n.child(name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fi, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if fh, ok := f.(*fileHandle); ok {
+		return fh.Getattr(ctx, out)
+	}
+	fi, err := n.fsys.p.Stat(caller(ctx), n.path())
+	if err != nil {
+		return errno(err)
+	}
+	fillAttr(fi, &out.Attr)
+	n.fsys.setAttrTimeout(out)
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = caller(ctx)
+	p := n.path()
+	fh, _ := f.(*fileHandle)
+	if mode, ok := in.GetMode(); ok {
+		if err := n.fsys.p.Chmod(ctx, p, fileMode(mode)); err != nil {
+			return errno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := n.fsys.p.Chown(ctx, p, u, g); err != nil {
+			return errno(err)
+		}
+	}
+	if size, ok := in.GetSize(); ok {
+		var err error
+		if fh != nil {
+			err = fh.h.Truncate(ctx, int64(size))
+		} else {
+			err = n.fsys.p.Truncate(ctx, p, int64(size))
+		}
+		if err != nil {
+			return errno(err)
+		}
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		var a, m *time.Time
+		if aok {
+			a = &atime
+		}
+		if mok {
+			m = &mtime
+		}
+		if err := n.fsys.p.Utimens(ctx, p, a, m); err != nil {
+			return errno(err)
+		}
+	}
+	if fh != nil {
+		return fh.Getattr(ctx, out)
+	}
+	return n.Getattr(ctx, nil, out)
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	h, err := n.fsys.p.Open(caller(ctx), n.path(), openFlags(flags), 0)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return &fileHandle{h: h}, n.fsys.openFlags, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if len(name) > maxName {
+		return nil, nil, 0, syscall.ENAMETOOLONG
+	}
+	ctx = caller(ctx)
+	h, err := n.fsys.p.Open(ctx, n.child(name), openFlags(flags)|os.O_CREATE, fileMode(mode).Perm()|fileMode(mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	fi, err := h.Stat(ctx)
+	if err != nil {
+		h.Close()
+		return nil, nil, 0, errno(err)
+	}
+	return n.newChild(ctx, fi, out), &fileHandle{h: h}, n.fsys.openFlags, 0
+}
+
+// Mknod makes what a provider can hold: regular files (mknod with
+// S_IFREG, as some programs do) are created; devices, FIFOs and sockets
+// are not supported on a mount.
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, _ uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, syscall.EPERM
+	}
+	ctx = caller(ctx)
+	h, err := n.fsys.p.Open(ctx, n.child(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode(mode).Perm())
+	if err != nil {
+		return nil, errno(err)
+	}
+	fi, err := h.Stat(ctx)
+	h.Close()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fi, out), 0
+}
+
+func (n *node) entry(ctx context.Context, p string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	fi, err := n.fsys.p.Stat(ctx, p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fi, out), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = caller(ctx)
+	p := n.child(name)
+	if err := n.fsys.p.Mkdir(ctx, p, fileMode(mode)&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+		return nil, errno(err)
+	}
+	return n.entry(ctx, p, out)
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return errno(n.fsys.p.Remove(caller(ctx), n.child(name)))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return errno(n.fsys.p.Remove(caller(ctx), n.child(name)))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = caller(ctx)
+	from := n.child(name)
+	to := path.Join("/"+newParent.EmbeddedInode().Path(n.Root()), newName)
+	switch flags {
+	case 0:
+	case unix.RENAME_NOREPLACE:
+		if _, err := n.fsys.p.Stat(ctx, to); err == nil {
+			return syscall.EEXIST
+		} else if e := errno(err); e != syscall.ENOENT {
+			return e
+		}
+	default:
+		// RENAME_EXCHANGE and RENAME_WHITEOUT: no provider can do them
+		// atomically.
+		return syscall.EINVAL
+	}
+	return errno(n.fsys.p.Rename(ctx, from, to))
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = caller(ctx)
+	p := n.child(name)
+	if err := n.fsys.p.Symlink(ctx, target, p); err != nil {
+		return nil, errno(err)
+	}
+	return n.entry(ctx, p, out)
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	t, err := n.fsys.p.Readlink(caller(ctx), n.path())
+	if err != nil {
+		return nil, errno(err)
+	}
+	return []byte(t), 0
+}
+
+func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = caller(ctx)
+	p := n.child(name)
+	if err := n.fsys.p.Link(ctx, "/"+target.EmbeddedInode().Path(n.Root()), p); err != nil {
+		return nil, errno(err)
+	}
+	return n.entry(ctx, p, out)
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.fsys.p.Statfs(caller(ctx))
+	if err != nil {
+		return errno(err)
+	}
+	const bsize = 4096
+	out.Bsize = bsize
+	out.Frsize = bsize
+	out.Blocks = st.TotalBytes / bsize
+	out.Bfree = st.FreeBytes / bsize
+	out.Bavail = out.Bfree
+	out.Files = st.TotalFiles
+	out.Ffree = st.FreeFiles
+	out.NameLen = st.NameMax
+	if out.NameLen == 0 {
+		out.NameLen = maxName
+	}
+	return 0
+}
+
+// Extended attributes are not part of a provider: reads find none and
+// writes are refused, as on a file system without them.
+func (n *node) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENODATA
+}
+func (n *node) Listxattr(context.Context, []byte) (uint32, syscall.Errno) { return 0, 0 }
+func (n *node) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.ENOTSUP
+}
+func (n *node) Removexattr(context.Context, string) syscall.Errno { return syscall.ENODATA }
+
+// OpendirHandle lists the directory once; its entries answer the
+// kernel's reads of it and, for READDIRPLUS, its lookups, with no
+// further request to the provider.
+func (n *node) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	entries, err := n.fsys.p.Readdir(caller(ctx), n.path())
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return &dirHandle{n: n, entries: entries}, 0, 0
+}
+
+// dirHandle is an open directory: the listing made when it was opened,
+// read from a position, with "." and "..".
+type dirHandle struct {
+	n       *node
+	entries []vfs.FileInfo
+	pos     int
+}
+
+func (d *dirHandle) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+	switch {
+	case d.pos == 0:
+		d.pos++
+		return &fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Off: 1}, 0
+	case d.pos == 1:
+		d.pos++
+		return &fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Off: 2}, 0
+	case d.pos-2 >= len(d.entries):
+		return nil, 0
+	}
+	fi := d.entries[d.pos-2]
+	d.pos++
+	return &fuse.DirEntry{Name: fi.Name, Mode: modeBits(fi.Mode) & syscall.S_IFMT, Ino: fi.Ino, Off: uint64(d.pos)}, 0
+}
+
+func (d *dirHandle) Seekdir(_ context.Context, off uint64) syscall.Errno {
+	if off > uint64(len(d.entries))+2 {
+		return syscall.EINVAL
+	}
+	d.pos = int(off)
+	return 0
+}
+
+// Lookup answers READDIRPLUS for the entry just read, from the listing.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	i := d.pos - 3
+	if name == "." || name == ".." || i < 0 || i >= len(d.entries) || d.entries[i].Name != name {
+		return d.n.Lookup(ctx, name, out)
+	}
+	return d.n.newChild(ctx, d.entries[i], out), 0
+}
+
+func (d *dirHandle) Releasedir(context.Context, uint32) { d.entries = nil }
+
+// fileHandle is an open file of the provider.
+type fileHandle struct {
+	h vfs.Handle
+}
+
+func (f *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := f.h.ReadAt(caller(ctx), dest, off)
+	if err != nil && err != io.EOF {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (f *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := f.h.WriteAt(caller(ctx), data, off)
+	if err != nil && n == 0 {
+		return 0, errno(err)
+	}
+	return uint32(n), 0
+}
+
+func (f *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	fi, err := f.h.Stat(caller(ctx))
+	if err != nil {
+		return errno(err)
+	}
+	fillAttr(fi, &out.Attr)
+	return 0
+}
+
+func (f *fileHandle) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		if err := f.h.Truncate(caller(ctx), int64(size)); err != nil {
+			return errno(err)
+		}
+	}
+	return f.Getattr(ctx, out)
+}
+
+func (f *fileHandle) Fsync(ctx context.Context, _ uint32) syscall.Errno {
+	return errno(f.h.Sync(caller(ctx)))
+}
+
+// Flush needs nothing: writes reach the provider as they are made.
+func (f *fileHandle) Flush(context.Context) syscall.Errno { return 0 }
+
+func (f *fileHandle) Release(context.Context) syscall.Errno { return errno(f.h.Close()) }
+
+// openFlags turns the kernel's open flags into the os.O_* flags a
+// provider takes: the access mode, append, truncate and exclusive
+// creation, nothing that only the kernel acts on.
+func openFlags(flags uint32) int {
+	f := int(flags) & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
+	for _, b := range []int{os.O_APPEND, os.O_TRUNC, os.O_EXCL, os.O_CREATE} {
+		if int(flags)&b != 0 {
+			f |= b
+		}
+	}
+	return f
+}
+
+// fileMode turns a mode_t into an fs.FileMode's permission, set-id and
+// sticky bits (not the type: a provider is told that by the call).
+func fileMode(m uint32) fs.FileMode {
+	out := fs.FileMode(m & 0o777)
+	if m&syscall.S_ISUID != 0 {
+		out |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		out |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		out |= fs.ModeSticky
+	}
+	return out
+}
+
+// modeBits turns an fs.FileMode into a mode_t.
+func modeBits(m fs.FileMode) uint32 {
+	out := uint32(m.Perm())
+	switch {
+	case m.IsDir():
+		out |= syscall.S_IFDIR
+	case m&fs.ModeSymlink != 0:
+		out |= syscall.S_IFLNK
+	case m&fs.ModeNamedPipe != 0:
+		out |= syscall.S_IFIFO
+	case m&fs.ModeSocket != 0:
+		out |= syscall.S_IFSOCK
+	case m&fs.ModeCharDevice != 0:
+		out |= syscall.S_IFCHR
+	case m&fs.ModeDevice != 0:
+		out |= syscall.S_IFBLK
+	default:
+		out |= syscall.S_IFREG
+	}
+	if m&fs.ModeSetuid != 0 {
+		out |= syscall.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		out |= syscall.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		out |= syscall.S_ISVTX
+	}
+	return out
+}
+
+// fillAttr turns a provider's description of a file into the kernel's.
+func fillAttr(fi vfs.FileInfo, a *fuse.Attr) {
+	a.Ino = fi.Ino
+	a.Mode = modeBits(fi.Mode)
+	a.Size = uint64(max(fi.Size, 0))
+	a.Blocks = uint64(fi.Blocks)
+	if fi.Blocks == 0 {
+		a.Blocks = (a.Size + 511) / 512
+	}
+	a.Blksize = 4096
+	a.Nlink = fi.Nlink
+	if a.Nlink == 0 {
+		a.Nlink = 1
+		if fi.Mode.IsDir() {
+			a.Nlink = 2
+		}
+	}
+	a.Owner = fuse.Owner{Uid: fi.UID, Gid: fi.GID}
+	mt := fi.ModTime
+	at, ct := fi.ATime, fi.CTime
+	if at.IsZero() {
+		at = mt
+	}
+	if ct.IsZero() {
+		ct = mt
+	}
+	a.SetTimes(&at, &mt, &ct)
+}
