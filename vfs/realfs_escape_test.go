@@ -1,0 +1,228 @@
+//go:build linux
+
+package vfs_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// escapeSetup makes outer/root (served) and outer/outside holding a
+// file "f" that must never be read or changed through the provider.
+func escapeSetup(t *testing.T) (p vfs.Provider, root, outside string) {
+	t.Helper()
+	outer := t.TempDir()
+	root = filepath.Join(outer, "root")
+	outside = filepath.Join(outer, "outside")
+	for _, d := range []string{root, outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"f", "only-outside"} {
+		if err := os.WriteFile(filepath.Join(outside, name), []byte("OUTSIDE"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := vfs.NewRealFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, root, outside
+}
+
+func checkOutside(t *testing.T, outside string) {
+	t.Helper()
+	ents, err := os.ReadDir(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2 || ents[0].Name() != "f" || ents[1].Name() != "only-outside" {
+		t.Fatalf("outside directory now holds %v", ents)
+	}
+	fi, err := os.Lstat(filepath.Join(outside, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(outside, "f"))
+	if string(data) != "OUTSIDE" || fi.Mode() != 0o644 {
+		t.Fatalf("outside file changed: %q %v", data, fi.Mode())
+	}
+}
+
+// tryAll runs every operation on paths that lead outside if followed.
+func tryAll(ctx context.Context, t *testing.T, p vfs.Provider, dir string) {
+	t.Helper()
+	f := dir + "/f"
+	if h, err := p.Open(ctx, f, os.O_RDWR, 0); err == nil {
+		buf := make([]byte, 16)
+		n, _ := h.ReadAt(ctx, buf, 0)
+		h.Close()
+		if bytes.Contains(buf[:n], []byte("OUTSIDE")) {
+			t.Fatalf("read the outside file through %s", f)
+		}
+	}
+	if fi, err := p.Stat(ctx, f); err == nil && fi.Size == 7 {
+		t.Fatalf("stat of %s reached outside: %+v", f, fi)
+	}
+	if list, err := p.Readdir(ctx, dir); err == nil {
+		for _, e := range list {
+			if e.Name == "only-outside" {
+				t.Fatalf("listed the outside directory through %s", dir)
+			}
+		}
+	}
+	p.Chmod(ctx, f, 0o777)
+	p.Chown(ctx, f, 1, 1)
+	p.Truncate(ctx, f, 0)
+	now := time.Unix(0, 0)
+	p.Utimens(ctx, f, &now, &now)
+	p.Remove(ctx, f)
+	p.Rename(ctx, f, "/stolen")
+	p.Link(ctx, f, "/stolen-link")
+	p.Symlink(ctx, "x", dir+"/new-link")
+	p.Mkdir(ctx, dir+"/new-dir", 0o755)
+	if h, err := p.Create(ctx, dir+"/new-file", 0o644); err == nil {
+		h.Close()
+	}
+	if h, err := p.Open(ctx, f, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+		h.WriteAt(ctx, []byte("pwned"), 0)
+		h.Close()
+	}
+}
+
+func TestRealFSEscapeSymlinks(t *testing.T) {
+	ctx := context.Background()
+	p, root, outside := escapeSetup(t)
+	for name, target := range map[string]string{
+		"abs":    outside,
+		"slash":  "/",
+		"up":     "..",
+		"upup":   "../..",
+		"rel":    "../outside",
+		"nested": "sub/../../outside",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+		tryAll(ctx, t, p, "/"+name)
+		if name == "slash" {
+			tryAll(ctx, t, p, "/slash"+outside)
+		}
+	}
+	for _, bad := range []string{"/../outside", "/a/../../outside", "../outside", "outside", "/./x", "//x"} {
+		if _, err := p.Stat(ctx, bad+"/f"); vfs.Errno(err) != 22 {
+			t.Errorf("stat %q: %v, want EINVAL", bad, err)
+		}
+		tryAll(ctx, t, p, bad)
+	}
+	checkOutside(t, outside)
+	// A hard link made on the host to the outside file is inside by
+	// then; nothing else from outside appeared in the root.
+	if _, err := os.Lstat(filepath.Join(root, "stolen")); err == nil {
+		t.Fatal("a file from outside was moved in")
+	}
+}
+
+func TestRealFSEscapeSymlinkSwap(t *testing.T) {
+	ctx := context.Background()
+	p, root, outside := escapeSetup(t)
+	d := filepath.Join(root, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "f"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop.Store(true)
+	wg.Go(func() {
+		// Swap d between the real directory and a symlink to outside.
+		for !stop.Load() {
+			os.Rename(d, d+".real")
+			os.Symlink(outside, d)
+			runtime.Gosched()
+			os.Remove(d)
+			os.Rename(d+".real", d)
+		}
+	})
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for i := 0; time.Now().Before(deadline) || i < 50; i++ {
+		tryAll(ctx, t, p, "/d")
+		if h, err := p.Create(ctx, "/d/f", 0o644); err == nil {
+			h.WriteAt(ctx, []byte("inside"), 0)
+			h.Close()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	checkOutside(t, outside)
+}
+
+func TestRealFSEscapeRenameRace(t *testing.T) {
+	ctx := context.Background()
+	p, root, outside := escapeSetup(t)
+	// Inside: /a/b/c/d. One goroutine moves directories about through the
+	// provider while another resolves deep paths; a symlink to outside
+	// waits at each level.
+	if err := os.MkdirAll(filepath.Join(root, "a/b/c/d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"", "a", "a/b", "a/b/c"} {
+		os.Symlink("../../../../../"+outside, filepath.Join(root, dir, "out"))
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop.Store(true)
+	wg.Go(func() {
+		for !stop.Load() {
+			p.Rename(ctx, "/a/b/c", "/c")
+			p.Rename(ctx, "/c", "/a/b/c")
+			p.Rename(ctx, "/a/b", "/a/b/c/d/x")
+			p.Rename(ctx, "/a/out", "/a/b")
+			p.Rename(ctx, "/a/b", "/a/out")
+		}
+	})
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		for _, dir := range []string{"/a/b/c/out", "/a/b/out", "/c/out", "/a/out", "/a/b/c/d/out", "/a/b"} {
+			tryAll(ctx, t, p, dir)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	checkOutside(t, outside)
+}
+
+func TestRealFSHandles(t *testing.T) {
+	ctx := context.Background()
+	p := newRealFS(t)
+	h, err := p.Create(ctx, "/f", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.WriteAt(ctx, []byte("abc"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	if n, err := h.ReadAt(ctx, buf, 0); n != 3 || err != io.EOF {
+		t.Fatalf("read %d %v", n, err)
+	}
+	if _, ok := h.(interface{ Fd() uintptr }); ok {
+		t.Log("handle exposes its descriptor")
+	}
+}
