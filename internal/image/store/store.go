@@ -11,6 +11,9 @@
 //	images/<hex>/rootfs.erofs the same tree as an erofs file, made on demand
 //	names/<hex of name>.json  a name ("standard", a registry reference) and its key
 //	blobs/sha256/<hex>        layers and downloads, shared between images
+//	chains/<hex>/             the tree of an image's first layers (chain.json,
+//	                          rootfs/ of hard links into the images made from
+//	                          it), for pulls of images that begin with them
 //	locks/<hex>               flock files: one maker per key at a time
 //	locks/use/<hex>           flock files: shared by each sandbox running
 //	                          the image, taken whole by a removal
@@ -110,7 +113,7 @@ func Open(dir string) (*Cache, error) {
 			return nil, fmt.Errorf("make the image cache %s private: %w", abs, err)
 		}
 	}
-	for _, sub := range []string{imagesDir, namesDir, filepath.Join(blobsDir, "sha256"), locksDir, filepath.Join(locksDir, useDir), tmpDir} {
+	for _, sub := range []string{imagesDir, namesDir, filepath.Join(blobsDir, "sha256"), chainsDir, locksDir, filepath.Join(locksDir, useDir), tmpDir} {
 		if err := os.MkdirAll(filepath.Join(abs, sub), dirPerm); err != nil {
 			return nil, fmt.Errorf("make the image cache's %s: %w", sub, err)
 		}
@@ -567,13 +570,16 @@ func (c *Cache) InUse(key string) (bool, error) {
 type PruneReport struct {
 	Images []string `json:"images"`
 	Blobs  []string `json:"blobs"`
-	Temp   int      `json:"temp"`
-	Freed  int64    `json:"freed"`
+	// Chains counts the chains of layers removed; what they free is
+	// not in Freed, since they share their files with images.
+	Chains int   `json:"chains"`
+	Temp   int   `json:"temp"`
+	Freed  int64 `json:"freed"`
 }
 
 // Prune removes images that no name points at and no running sandbox
-// uses, blobs that no image left was made from, and work folders no
-// live maker holds.
+// uses, blobs that no image left was made from, chains of layers that
+// no image left begins with, and work folders no live maker holds.
 func (c *Cache) Prune(ctx context.Context) (PruneReport, error) {
 	var r PruneReport
 	imgs, err := c.List()
@@ -581,6 +587,7 @@ func (c *Cache) Prune(ctx context.Context) (PruneReport, error) {
 		return r, err
 	}
 	keep := map[string]bool{}
+	var kept []Image
 	for _, img := range imgs {
 		if len(img.Names) == 0 {
 			size := img.Size
@@ -598,9 +605,13 @@ func (c *Cache) Prune(ctx context.Context) (PruneReport, error) {
 				continue
 			}
 		}
+		kept = append(kept, img)
 		for _, b := range img.Blobs {
 			keep[b] = true
 		}
+	}
+	if r.Chains, err = c.pruneChains(kept); err != nil {
+		return r, err
 	}
 	blobs := filepath.Join(c.dir, blobsDir, "sha256")
 	ents, err := os.ReadDir(blobs)

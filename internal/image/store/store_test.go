@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -441,5 +442,51 @@ func TestEROFS(t *testing.T) {
 	// The erofs superblock's magic is at 1024.
 	if len(b) < 1028 || b[1024] != 0xe2 || b[1025] != 0xe1 || b[1026] != 0xf5 || b[1027] != 0xe0 {
 		t.Fatalf("%s is not an erofs image", p)
+	}
+}
+
+// LinkTree copies a tree's directories, with their modes and times,
+// and links everything else: files, hard links, symbolic links (not
+// followed) and FIFOs.
+func TestLinkTree(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	for _, d := range []string{"a/b", "c"} {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(src, "a/b/f"), []byte("f"), 0o4755)
+	os.Chmod(filepath.Join(src, "a/b/f"), 0o4755)
+	os.Link(filepath.Join(src, "a/b/f"), filepath.Join(src, "c/hard"))
+	os.Symlink("/etc/passwd", filepath.Join(src, "c/abs"))
+	os.Symlink("../a", filepath.Join(src, "c/rel"))
+	if err := syscall.Mkfifo(filepath.Join(src, "c/fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(src, "a"), 0o2750)
+	old := time.Unix(1600000000, 0)
+	for _, d := range []string{"a/b", "a", "c", "."} {
+		os.Chtimes(filepath.Join(src, d), old, old)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	if err := LinkTree(context.Background(), src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := LinkTree(context.Background(), src, dst); err == nil {
+		t.Fatal("LinkTree into a folder that exists")
+	}
+	for _, n := range []string{"a/b/f", "c/hard", "c/abs", "c/rel", "c/fifo"} {
+		a, err1 := os.Lstat(filepath.Join(src, n))
+		b, err2 := os.Lstat(filepath.Join(dst, n))
+		if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+			t.Errorf("%s is not linked: %v %v", n, err1, err2)
+		}
+	}
+	for _, d := range []string{".", "a", "a/b", "c"} {
+		a, _ := os.Lstat(filepath.Join(src, d))
+		b, err := os.Lstat(filepath.Join(dst, d))
+		if err != nil || os.SameFile(a, b) || a.Mode() != b.Mode() || !b.ModTime().Equal(old) {
+			t.Errorf("directory %s: %v %v, copy %v %v (%v)", d, a.Mode(), a.ModTime(), b.Mode(), b.ModTime(), err)
+		}
 	}
 }
