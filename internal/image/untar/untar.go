@@ -97,6 +97,9 @@ type Options struct {
 	// KeepOwners sets each entry's owner as the layer says (which needs
 	// root); otherwise entries belong to the caller.
 	KeepOwners bool
+	// Base is what the tree holds already, from layers applied before
+	// (a cached chain of them): it counts against Limits.
+	Base Stats
 }
 
 // Stats is what the layers applied so far held.
@@ -121,18 +124,36 @@ func New(dir string, opts Options) (*Unpacker, error) {
 	if opts.Limits.Bytes <= 0 || opts.Limits.Entries <= 0 {
 		return nil, errors.New("untar: the limits on bytes and entries must be set")
 	}
+	st := opts.Base
+	st.Skipped = append([]string(nil), st.Skipped...)
+	if st.Bytes < 0 || st.Entries < 0 {
+		return nil, errors.New("untar: the base stats are negative")
+	}
+	if st.Bytes > opts.Limits.Bytes {
+		return nil, &LimitError{What: "bytes", Limit: opts.Limits.Bytes}
+	}
+	if st.Entries > opts.Limits.Entries {
+		return nil, &LimitError{What: "entries", Limit: opts.Limits.Entries}
+	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open the image root %s: %w", dir, err)
 	}
-	return &Unpacker{root: r, opts: opts}, nil
+	return &Unpacker{root: r, opts: opts, stats: st}, nil
 }
+
+// Root is the directory the layers are applied to.
+func (u *Unpacker) Root() string { return u.root.Name() }
 
 // Close releases the root.
 func (u *Unpacker) Close() error { return u.root.Close() }
 
-// Stats returns what the layers applied so far held.
-func (u *Unpacker) Stats() Stats { return u.stats }
+// Stats returns what the layers applied so far held, Base included.
+func (u *Unpacker) Stats() Stats {
+	st := u.stats
+	st.Skipped = append([]string(nil), st.Skipped...)
+	return st
+}
 
 // layer is the bookkeeping of the layer being applied.
 type layer struct {
