@@ -152,7 +152,7 @@ func newImagePruneCmd(cacheDir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove images no name points at, blobs no image needs, and work left by builds that died",
+		Short: "Remove images no name points at, blobs and chains of layers no image needs, and work left by builds that died",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := openImageCache(*cacheDir)
@@ -177,6 +177,9 @@ func newImagePruneCmd(cacheDir *string) *cobra.Command {
 			}
 			for _, k := range r.Blobs {
 				fmt.Println("deleted blob: " + k)
+			}
+			if r.Chains > 0 {
+				fmt.Printf("deleted %d chains of layers\n", r.Chains)
 			}
 			fmt.Printf("freed %s\n", humanBytes(r.Freed))
 			return nil

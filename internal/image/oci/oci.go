@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -94,6 +95,8 @@ type Source struct {
 	arch       string
 	config     store.Config
 	layers     []layerSource
+	// stats is what the layers held, once Fill has applied them.
+	stats untar.Stats
 }
 
 // Key is the image's key in the cache: the digest of its manifest (for
@@ -404,11 +407,22 @@ func Pull(ctx context.Context, cache *store.Cache, ref string, opts Options, pro
 	if err != nil {
 		return store.Image{}, err
 	}
+	filled := false
 	img, err := cache.Make(ctx, src.Key(), func(ctx context.Context, dir string) (store.Meta, error) {
+		filled = true
 		return src.Fill(ctx, dir, progress)
 	})
 	if err != nil {
 		return store.Image{}, err
+	}
+	if ids := src.chainIDs(); filled && len(ids) > 0 {
+		// The image's tree is the chain of all its layers, for an
+		// image that begins with them.
+		st := src.stats
+		m := store.ChainMeta{ID: ids[len(ids)-1], Layers: src.Layers(), Image: img.Key, Entries: st.Entries, Bytes: st.Bytes, Skipped: st.Skipped, SkippedCount: st.SkippedCount}
+		if err := cache.SaveChain(ctx, m, ""); err != nil {
+			slog.Warn("image cache: the chain of an image's layers was not kept", "image", src.Name(), "err", err)
+		}
 	}
 	for _, n := range src.Names() {
 		if err := cache.Tag(n, img.Key); err != nil {
