@@ -125,7 +125,7 @@ func (s *Server) Serve(ctx context.Context, conn io.ReadWriteCloser) error {
 	}
 	ss.shutdown()
 	switch {
-	case errors.Is(err, io.EOF), parent.Err() != nil:
+	case err == nil, parent.Err() != nil:
 		return nil
 	case werr != nil && !errors.Is(werr, errWriterClosed):
 		return fmt.Errorf("vfsproto: write response: %w", werr)
@@ -191,8 +191,9 @@ func (ss *session) readLoop(br *bufio.Reader) error {
 			if ss.ctx.Err() != nil {
 				return ss.ctx.Err()
 			}
-			if errors.Is(err, io.EOF) {
-				return io.EOF
+			if err == io.EOF {
+				// The client hung up between frames.
+				return nil
 			}
 			return fmt.Errorf("%w: %w", errProtocol, err)
 		}
@@ -301,7 +302,7 @@ func (ss *session) handle(req request, payload []byte, buf *[]byte, weight int) 
 
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.opts.Timeout)
 	defer cancel()
-	ctx = vfs.WithCaller(ctx, vfs.Caller{UID: req.UID, GID: req.GID, PID: req.PID})
+	ctx = vfs.WithCaller(vfs.WithOrigin(ctx, vfs.OriginSandbox), vfs.Caller{UID: req.UID, GID: req.GID, PID: req.PID})
 	r := &runningReq{cancel: cancel}
 	ss.mu.Lock()
 	prev := ss.running[req.ID]

@@ -267,7 +267,7 @@ func (t *testFS) Chown(ctx context.Context, p string, uid, gid int) error {
 }
 
 func (t *testFS) Truncate(ctx context.Context, p string, size int64) error {
-	if size > 1<<30 {
+	if size > 1<<24 {
 		return syscall.EFBIG
 	}
 	return t.with(p, func(n *testNode) error {
@@ -326,7 +326,7 @@ func (h *testHandle) WriteAt(ctx context.Context, b []byte, off int64) (int, err
 	if h.append {
 		off = int64(len(h.n.data))
 	}
-	if off+int64(len(b)) > 1<<30 {
+	if off+int64(len(b)) > 1<<24 {
 		return 0, syscall.EFBIG
 	}
 	if end := off + int64(len(b)); end > int64(len(h.n.data)) {
@@ -342,7 +342,7 @@ func (h *testHandle) Stat(ctx context.Context) (vfs.FileInfo, error) {
 }
 
 func (h *testHandle) Truncate(ctx context.Context, size int64) error {
-	if size > 1<<30 {
+	if size > 1<<24 {
 		return syscall.EFBIG
 	}
 	h.t.mu.Lock()
