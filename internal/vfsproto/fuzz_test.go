@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/vfs"
 )
 
 // seedRequests are well-formed requests of every op, for the fuzzers'
@@ -98,7 +100,7 @@ func FuzzServe(f *testing.F) {
 	}
 	f.Add(all)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		srv := NewServer(newTestFS(), ServerOptions{Timeout: 5 * time.Second})
+		srv := NewServer(vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 64 << 20}), ServerOptions{Timeout: 5 * time.Second})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/airlock-sandbox/airlock/vfs"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -54,9 +55,9 @@ const Version = 1
 // Bounds of the protocol.
 const (
 	// MaxPath bounds a path in bytes, as Linux's PATH_MAX.
-	MaxPath = 4096
+	MaxPath = vfs.MaxPath
 	// MaxName bounds one name in a path, as Linux's NAME_MAX.
-	MaxName = 255
+	MaxName = vfs.MaxName
 	// MaxTarget bounds a symlink's target.
 	MaxTarget = 4096
 	// MaxData bounds the bytes of one read or write request.

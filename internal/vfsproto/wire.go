@@ -14,21 +14,8 @@ import (
 // no empty, "." or ".." names, no trailing slash), that holds a NUL, or
 // that is longer than MaxPath or has a name longer than MaxName.
 func checkPath(p string) error {
-	if len(p) > MaxPath {
-		return syscall.ENAMETOOLONG
-	}
-	if p == "" || p[0] != '/' {
-		return syscall.EINVAL
-	}
-	if p == "/" {
-		return nil
-	}
-	for name := range strings.SplitSeq(p[1:], "/") {
-		if err := checkName(name); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := vfs.CleanPath(p)
+	return err
 }
 
 // checkName refuses a name that a directory cannot hold.
