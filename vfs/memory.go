@@ -201,6 +201,9 @@ func (m *Memory) lookupParent(p string) (*memNode, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if d.mode&fs.ModeSymlink != 0 {
+		return nil, "", syscall.ELOOP
+	}
 	if !d.mode.IsDir() {
 		return nil, "", syscall.ENOTDIR
 	}
@@ -488,8 +491,11 @@ func (m *Memory) rename(oldPath, newPath string) error {
 	if dst == src {
 		return nil
 	}
-	if src.mode.IsDir() && isWithin(newPath, oldPath) {
+	switch {
+	case src.mode.IsDir() && isWithin(newPath, oldPath):
 		return syscall.EINVAL
+	case isWithin(oldPath, newPath):
+		return syscall.ENOTEMPTY // newPath is an ancestor of oldPath
 	}
 	if dst != nil {
 		switch {
@@ -628,9 +634,13 @@ func (m *Memory) setattr(ctx context.Context, p string, fn func(n *memNode, now 
 	return err
 }
 
-// Chmod implements Provider.
+// Chmod implements Provider. A symlink's mode cannot be changed
+// (EOPNOTSUPP), as on Linux.
 func (m *Memory) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
 	return m.setattr(ctx, p, func(n *memNode, now time.Time) error {
+		if n.mode&fs.ModeSymlink != 0 {
+			return syscall.EOPNOTSUPP
+		}
 		n.mode = n.mode&^permBits | mode&permBits
 		n.ctime = now
 		return nil

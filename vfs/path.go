@@ -86,3 +86,11 @@ func OriginFrom(ctx context.Context) Origin {
 	o, _ := ctx.Value(originKey{}).(Origin)
 	return o
 }
+
+// joinPath joins a clean directory path and a name.
+func joinPath(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}

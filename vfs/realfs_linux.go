@@ -341,10 +341,13 @@ func (r *realFS) Remove(ctx context.Context, p string) error {
 }
 
 func (r *realFS) Rename(ctx context.Context, oldPath, newPath string) error {
-	if oldPath == "/" || newPath == "/" {
+	if oldPath == "/" {
 		return syscall.EBUSY
 	}
 	return r.at(oldPath, func(odfd int, oname string) error {
+		if newPath == "/" {
+			return syscall.EBUSY
+		}
 		return r.at(newPath, func(ndfd int, nname string) error {
 			return unix.Renameat(odfd, oname, ndfd, nname)
 		})
@@ -387,14 +390,23 @@ func (r *realFS) Readlink(ctx context.Context, p string) (string, error) {
 }
 
 func (r *realFS) Link(ctx context.Context, oldPath, newPath string) error {
-	if newPath == "/" {
-		return syscall.EEXIST
-	}
-	if oldPath == "/" {
-		return syscall.EPERM
-	}
 	return r.at(oldPath, func(odfd int, oname string) error {
+		// link(2) looks the old name up before the new one's directory.
+		var st unix.Stat_t
+		if err := unix.Fstatat(odfd, oname, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if newPath == "/" {
+			return syscall.EEXIST
+		}
 		return r.at(newPath, func(ndfd int, nname string) error {
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				var nst unix.Stat_t
+				if unix.Fstatat(ndfd, nname, &nst, unix.AT_SYMLINK_NOFOLLOW) == nil {
+					return unix.EEXIST
+				}
+				return unix.EPERM
+			}
 			return unix.Linkat(odfd, oname, ndfd, nname, 0)
 		})
 	})
