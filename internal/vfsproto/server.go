@@ -89,6 +89,7 @@ func (s *Server) Serve(ctx context.Context, conn io.ReadWriteCloser) error {
 		cancel:  cancel,
 		handles: make(map[uint64]*serverHandle),
 		running: make(map[uint64]*runningReq),
+		jobs:    make(chan job),
 	}
 	ss.cond.L = &ss.bmu
 	ss.w = newFrameWriter(conn, &s.pool, s.opts.WriteTimeout)
@@ -109,11 +110,13 @@ func (s *Server) Serve(ctx context.Context, conn io.ReadWriteCloser) error {
 		}
 	}()
 
-	ss.reply(response{Kind: kindHello, Version: Version, Readonly: s.p.Readonly()})
+	// Changes are watched before the greeting, so that a client that has
+	// been greeted misses none.
 	if w, ok := s.p.(vfs.Watcher); ok {
 		stop := ss.watch(w)
 		defer stop()
 	}
+	ss.reply(response{Kind: kindHello, Version: Version, Readonly: s.p.Readonly()})
 
 	err := ss.readLoop(bufio.NewReaderSize(conn, 64<<10))
 	cancel()
@@ -139,6 +142,7 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	w      *frameWriter
+	jobs   chan job
 	wg     sync.WaitGroup
 
 	// bmu guards the budget of executing requests.
@@ -229,9 +233,48 @@ func (ss *session) readLoop(br *bufio.Reader) error {
 			ss.s.pool.put(buf)
 			return ss.ctx.Err()
 		}
-		ss.wg.Add(1)
-		go ss.handle(req, payload, buf, weight)
+		ss.dispatch(job{req: req, payload: payload, buf: buf, weight: weight})
 	}
+}
+
+// job is a request for a worker.
+type job struct {
+	req     request
+	payload []byte
+	buf     *[]byte
+	weight  int
+}
+
+// workerIdle is how long a worker waits for another request before it
+// ends.
+const workerIdle = 5 * time.Second
+
+// dispatch hands j to an idle worker, or to a new one: workers are
+// reused, so that their stacks have grown already. There are never more
+// than MaxInflight busy ones.
+func (ss *session) dispatch(j job) {
+	select {
+	case ss.jobs <- j:
+		return
+	default:
+	}
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		idle := time.NewTimer(workerIdle)
+		defer idle.Stop()
+		for {
+			ss.handle(j.req, j.payload, j.buf, j.weight)
+			idle.Reset(workerIdle)
+			select {
+			case j = <-ss.jobs:
+			case <-idle.C:
+				return
+			case <-ss.ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // requestHolds is what a request holds beyond its frame while it
@@ -283,7 +326,6 @@ func (ss *session) interrupt(id uint64) {
 // handle executes one request and sends its response, or ETIMEDOUT or
 // EINTR if its context ends first.
 func (ss *session) handle(req request, payload []byte, buf *[]byte, weight int) {
-	defer ss.wg.Done()
 	// The budget is given back once the response is written, or when the
 	// request is over if its response was dropped.
 	var released atomic.Bool
