@@ -15,14 +15,20 @@
 //
 // A request carries a non-zero id chosen by the client, an op and the
 // caller (uid, gid, pid) that the server hands to the provider with
-// vfs.WithCaller. Many requests may be in flight at once; each response
+// vfs.WithCaller, in a context marked vfs.OriginSandbox. Many requests may be in flight at once; each response
 // carries its request's id, and responses come in any order. Errors are
 // Linux errno numbers, whatever the host.
 //
 // The server sends two kinds of frame of its own, with id 0: a greeting
-// first of all (the protocol version and whether the provider is
-// read-only), and invalidations: a path that changed on the host, below
-// which the client drops what it has cached.
+// when the connection starts (the protocol version and whether the
+// provider is read-only), and invalidations: a path that changed on the
+// host, below which the client drops what it has cached. Invalidations
+// that come faster than the client takes them are coalesced into one of
+// "/".
+//
+// A directory is listed a page at a time: a page starts at a cursor (0,
+// then the page before's next) and holds what fits in its bounds. The
+// server keeps a few listings between pages while no names change.
 //
 // A client whose caller gives up sends an interrupt naming the request;
 // the server cancels that request's context, and the provider may or may
