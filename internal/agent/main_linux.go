@@ -80,7 +80,7 @@ func Main(args []string) {
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
 	_ = syscall.SetNonblock(3, true)
 	conn := os.NewFile(3, "host")
-	if err := Serve(context.Background(), conn, prepareProcess, log); err != nil {
+	if err := Serve(context.Background(), conn, func(ctx context.Context, b *agentproto.Boot) (Prepared, error) { return prepareProcess(ctx, b, log) }, log); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
 		os.Exit(1)
 	}
@@ -131,31 +131,42 @@ func reapOrphans() {
 
 // prepareProcess sets up a process-mode sandbox: hostname, root
 // filesystem, loopback, and the confined spawner.
-func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string, error) {
+func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepared, error) {
 	if b.Mode != "process" {
-		return nil, nil, fmt.Errorf("agent mode %q is not supported by this agent", b.Mode)
+		return Prepared{}, fmt.Errorf("agent mode %q is not supported by this agent", b.Mode)
 	}
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
-		return nil, nil, fmt.Errorf("set hostname: %w", err)
+		return Prepared{}, fmt.Errorf("set hostname: %w", err)
 	}
 	if b.Link != nil {
 		// Before the root is built: /dev/net/tun is the host's.
 		if err := makeLink(b.Link); err != nil {
-			return nil, nil, fmt.Errorf("make the network interface: %w", err)
+			return Prepared{}, fmt.Errorf("make the network interface: %w", err)
 		}
 	}
+	// The FUSE devices are opened while the host's are in view; the
+	// mounts are made once the root is the sandbox's.
+	vfs, err := openVFS(&b.Root, log)
+	if err != nil {
+		return Prepared{}, err
+	}
 	if err := buildRoot(b); err != nil {
-		return nil, nil, err
+		vfs.closeDevices()
+		return Prepared{}, err
+	}
+	if err := vfs.mount(); err != nil {
+		vfs.closeDevices()
+		return Prepared{}, err
 	}
 	if err := limitIPC(b.IPC); err != nil {
-		return nil, nil, err
+		return Prepared{}, err
 	}
 	if err := loopbackUp(); err != nil {
-		return nil, nil, fmt.Errorf("bring up loopback: %w", err)
+		return Prepared{}, fmt.Errorf("bring up loopback: %w", err)
 	}
 	mask, err := newHostMask()
 	if err != nil {
-		return nil, nil, err
+		return Prepared{}, err
 	}
 	var cgfds []*os.File
 	for _, fd := range b.CgroupFDs {
@@ -180,9 +191,9 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot) (Spawner, []string,
 	sp := &restartingSpawner{start: func() (*zclient, error) { return startZygote(cfg, cgfds) }}
 	z, err := sp.current()
 	if err != nil {
-		return nil, nil, err
+		return Prepared{}, err
 	}
-	return sp, z.notes, nil
+	return Prepared{Spawner: sp, Notes: z.notes, vfs: vfs}, nil
 }
 
 // nprocWithAgent is the RLIMIT_NPROC that stands for the pids limit n

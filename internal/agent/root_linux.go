@@ -97,6 +97,9 @@ func buildRoot(b *agentproto.Boot) error {
 			return err
 		}
 	}
+	if err := attachDirect(root, &b.Root); err != nil {
+		return err
+	}
 	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
@@ -140,7 +143,10 @@ func buildRoot(b *agentproto.Boot) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
-	return makeWorkdir(b.Root.Workdir)
+	if err := makeWorkdir(b.Root.Workdir); err != nil {
+		return err
+	}
+	return coverBlocked(&b.Root)
 }
 
 // sandboxDirs are the directories every sandbox root has, made when

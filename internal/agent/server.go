@@ -18,10 +18,17 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
-// Preparer sets the sandbox up from the boot configuration and returns the
-// spawner that starts user commands, plus notes on confinement it could not
-// apply.
-type Preparer func(ctx context.Context, boot *agentproto.Boot) (Spawner, []string, error)
+// Prepared is a sandbox set up from its boot configuration: the spawner
+// that starts user commands, notes on confinement that could not be
+// applied, and the programmable mounts waiting for the host.
+type Prepared struct {
+	Spawner Spawner
+	Notes   []string
+	vfs     *vfsMounts
+}
+
+// Preparer sets the sandbox up from the boot configuration.
+type Preparer func(ctx context.Context, boot *agentproto.Boot) (Prepared, error)
 
 // Serve runs the boot handshake on conn and then serves requests until the
 // host goes away.
@@ -36,7 +43,8 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.Errorf(agentproto.CodeInvalid, err.Error())})
 		return err
 	}
-	sp, notes, err := prepare(ctx, &boot)
+	prep, err := prepare(ctx, &boot)
+	sp, notes := prep.Spawner, prep.Notes
 	if err != nil {
 		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
 		return fmt.Errorf("prepare sandbox: %w", err)
@@ -64,7 +72,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -78,8 +86,9 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer st.Close()
-			s.handle(ctx, st)
+			if !s.handle(ctx, st) {
+				st.Close()
+			}
 		}()
 	}
 }
@@ -93,14 +102,18 @@ type server struct {
 	pipes   *pipePool
 	// fs carries out file operations inside the sandbox's root.
 	fs *sandboxFS
+	// vfs holds the programmable mounts until the host serves them.
+	vfs *vfsMounts
 }
 
-func (s *server) handle(ctx context.Context, st net.Conn) {
+// handle serves one stream's request, and reports whether the stream
+// lives on (a programmable mount's, which its server now owns).
+func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 	c := agentproto.NewConn(st)
 	var req agentproto.Request
 	if err := c.Read(&req); err != nil {
 		s.log.Debug("read request", "err", err)
-		return
+		return false
 	}
 	var err error
 	switch req.Op {
@@ -111,10 +124,13 @@ func (s *server) handle(ctx context.Context, st net.Conn) {
 	case agentproto.OpWriteFile, agentproto.OpReadFile, agentproto.OpListFiles,
 		agentproto.OpStat, agentproto.OpMkdir, agentproto.OpRemove:
 		err = s.file(c, &req)
+	case agentproto.OpVFS:
+		kept, err = s.serveVFS(c, st, req.Path)
 	default:
 		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
 	}
 	if err != nil {
 		s.log.Debug("request failed", "op", req.Op, "err", err)
 	}
+	return kept
 }

@@ -37,6 +37,13 @@ const (
 	OpStat      Op = "stat"
 	OpMkdir     Op = "mkdir"
 	OpRemove    Op = "remove"
+	// OpVFS carries a programmable mount's file system requests: the
+	// host opens one stream per mount (Request.Path names its target)
+	// once the agent is ready; the agent answers with one Msg (KEnd, or
+	// KErr when it cannot serve that mount), then the stream carries
+	// the vfsproto protocol, the agent's FUSE daemon asking and the
+	// host's provider answering.
+	OpVFS Op = "vfs"
 )
 
 // SpawnerTasks is how many tasks (threads) the agent's process spawner
@@ -157,6 +164,36 @@ type RootSpec struct {
 	// (/etc/ssl/certs/ca-certificates.crt) and the CA, and binds that
 	// bundle over the store when the store is a regular file.
 	TrustCA []byte `cbor:"trust_ca,omitempty"`
+	// VFS lists the targets of programmable mounts: FUSE file systems
+	// the agent makes before the sandbox is ready and mounts, once the
+	// host opens their OpVFS streams, before the host reports the
+	// sandbox started. No target is inside another.
+	VFS []string `cbor:"vfs,omitempty"`
+	// FuseFD, when not 0, is the agent's O_PATH descriptor of a FUSE
+	// device node that only the sandbox's root may open, which the
+	// agent opens (as its own user namespace must: the kernel takes a
+	// FUSE mount's device only from the namespace that mounts it) for
+	// each VFS mount; 0: the agent opens /dev/fuse.
+	FuseFD int `cbor:"fuse_fd,omitempty"`
+	// Direct lists host directories bound into the sandbox.
+	Direct []DirectMount `cbor:"direct,omitempty"`
+	// Blocked lists paths of the sandbox that are covered, after every
+	// mount is made, by an empty read-only directory or file: never
+	// visible, whatever the mounts.
+	Blocked []string `cbor:"blocked,omitempty"`
+}
+
+// DirectMount is a host directory bound at Target, inside the sandbox.
+type DirectMount struct {
+	Target string `cbor:"target"`
+	// HostPath is the host directory, which the agent clones (open_tree)
+	// while it still sees the host, unless FD is given.
+	HostPath string `cbor:"host"`
+	// FD, when not 0, is the agent's descriptor of a detached mount of
+	// the host directory that the host made (as root, it reaches
+	// directories the sandbox's ids may not).
+	FD       int  `cbor:"fd,omitempty"`
+	Readonly bool `cbor:"ro,omitempty"`
 }
 
 // Rlimits are applied to user commands. Core dumps are always disabled.

@@ -131,7 +131,7 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("serve FUSE mount: the kernel's handshake: %w", err)
 	}
 	if w, ok := p.(vfs.Watcher); ok {
-		s.stop = w.Watch(s.invalidate)
+		s.stop = w.Watch(s.Invalidate)
 	}
 	return s, nil
 }
@@ -149,14 +149,15 @@ func (s *Server) Close() error {
 	return s.dev.Close()
 }
 
-// invalidate drops what the kernel keeps of path (its attributes, its
-// pages and its name), so that the sandbox sees a change made on the
-// host at once. It is called from the provider, and so runs apart from
-// any request: the kernel may ask for the file again meanwhile.
-func (s *Server) invalidate(p string) {
+// Invalidate drops what the kernel keeps of path and everything the
+// kernel knows beneath it (attributes, pages and names), so that the
+// sandbox sees a change made on the host at once. It is called from the
+// provider's side, apart from any request, and returns at once: the
+// kernel may ask for the files again meanwhile.
+func (s *Server) Invalidate(p string) {
 	go func() {
-		parent := &s.root.Inode
-		var in *gofs.Inode = parent
+		var parent *gofs.Inode
+		in := &s.root.Inode
 		name := ""
 		for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
 			if c == "" {
@@ -168,12 +169,26 @@ func (s *Server) invalidate(p string) {
 			}
 		}
 		if in != nil {
-			_ = in.NotifyContent(0, 0)
+			forget(in, 0)
 		}
-		if name != "" && parent != nil {
+		if parent != nil {
 			_ = parent.NotifyEntry(name)
 		}
 	}()
+}
+
+// forget drops the kernel's attributes and pages of in and the names
+// beneath it, as deep as the kernel knows them (and at most maxDepth).
+func forget(in *gofs.Inode, depth int) {
+	const maxDepth = 64
+	_ = in.NotifyContent(0, 0)
+	if depth >= maxDepth || !in.IsDir() {
+		return
+	}
+	for name, child := range in.Children() {
+		forget(child, depth+1)
+		_ = in.NotifyEntry(name)
+	}
 }
 
 func timeout(d time.Duration) time.Duration {

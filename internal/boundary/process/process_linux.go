@@ -191,6 +191,12 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		boot.Root.RootFSFD = 3 + len(extra)
 		extra = append(extra, tree)
 	}
+	mounts, err := hostMounts(boot, uid, gid, 3+len(extra))
+	if err != nil {
+		return nil, err
+	}
+	defer closeFiles(mounts)
+	extra = append(extra, mounts...)
 	if o.DiskDir != "" {
 		// Its root directory belongs to the sandbox's root, whose
 		// mapping is now settled.

@@ -1,0 +1,244 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
+	"github.com/airlock-sandbox/airlock/internal/vfsproto"
+)
+
+// vfsMounts are a sandbox's programmable mounts: FUSE devices opened
+// while the agent still sees the host (the device node is the host's),
+// mounted and served once the host opens each mount's stream.
+type vfsMounts struct {
+	log       *slog.Logger
+	writeback bool
+	mu        sync.Mutex
+	devs      map[string]*os.File // by target, until attached
+	servers   []*vfsfuse.Server
+}
+
+// openVFS opens a FUSE device for each of spec's programmable mounts.
+func openVFS(spec *agentproto.RootSpec, log *slog.Logger) (*vfsMounts, error) {
+	m := &vfsMounts{log: log, devs: make(map[string]*os.File), writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1"}
+	if len(spec.VFS) == 0 {
+		return m, nil
+	}
+	var node *os.File
+	if spec.FuseFD > 0 {
+		node = os.NewFile(uintptr(spec.FuseFD), "fuse")
+		defer node.Close()
+	}
+	for _, t := range spec.VFS {
+		if _, dup := m.devs[t]; dup {
+			return nil, fmt.Errorf("mount %s is given twice", t)
+		}
+		dev, err := vfsfuse.OpenDevice(node)
+		if err != nil {
+			m.closeDevices()
+			return nil, fmt.Errorf("programmable mount %s: %w", t, err)
+		}
+		m.devs[t] = dev
+	}
+	return m, nil
+}
+
+func (m *vfsMounts) closeDevices() {
+	for _, d := range m.devs {
+		d.Close()
+	}
+	clear(m.devs)
+}
+
+// mount mounts every programmable mount, once the sandbox's root is in
+// place and before the process spawner copies the mount table: the
+// kernel holds each access to a mount until its server answers, which
+// it does once the host opens the mount's stream (attach). Nothing
+// touches the mounts meanwhile: no command runs before the host has
+// seen every mount attached.
+func (m *vfsMounts) mount() error {
+	for _, t := range sortedTargets(m.devs) {
+		if err := os.MkdirAll(t, 0o755); err != nil {
+			return fmt.Errorf("make the mount point %s: %w", t, err)
+		}
+		if err := vfsfuse.Mount(m.devs[t], t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedTargets(devs map[string]*os.File) []string {
+	out := make([]string, 0, len(devs))
+	for t := range devs {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// attach serves the programmable mount at target with conn's provider.
+// It returns once the kernel and the server agree.
+func (m *vfsMounts) attach(target string, conn net.Conn) error {
+	m.mu.Lock()
+	dev, ok := m.devs[target]
+	delete(m.devs, target)
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no programmable mount %s was prepared, or it is served already", target)
+	}
+	defer dev.Close()
+	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log})
+	srv, err := vfsfuse.Serve(dev, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
+	if err != nil {
+		client.Close()
+		return err
+	}
+	client.OnInvalidate(srv.Invalidate)
+	m.mu.Lock()
+	m.servers = append(m.servers, srv)
+	m.mu.Unlock()
+	return nil
+}
+
+// serveVFS answers an OpVFS stream: the mount is attached and served
+// over the stream, which the mount keeps (kept) once it is answered.
+func (s *server) serveVFS(c *agentproto.Conn, st net.Conn, target string) (kept bool, err error) {
+	if s.vfs == nil {
+		return false, c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, "this sandbox has no programmable mounts")})
+	}
+	if err := s.vfs.attach(target, st); err != nil {
+		return false, c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
+	}
+	// The host speaks the mount's protocol once it reads this, and the
+	// client sends nothing before a command uses the mount.
+	return true, c.Write(agentproto.Msg{K: agentproto.KEnd})
+}
+
+// attachDirect binds the host directories of spec into the sandbox's
+// root, before the pivot: each mount's target is made inside root
+// through an os.Root, so that the image's links resolve inside it.
+func attachDirect(root string, spec *agentproto.RootSpec) error {
+	if len(spec.Direct) == 0 {
+		return nil
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, d := range spec.Direct {
+		if err := attachOne(r, d); err != nil {
+			return fmt.Errorf("host mount at %s: %w", d.Target, err)
+		}
+	}
+	return nil
+}
+
+func attachOne(r *os.Root, d agentproto.DirectMount) error {
+	tree := d.FD
+	if tree <= 0 {
+		t, err := unix.OpenTree(unix.AT_FDCWD, d.HostPath, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("clone host directory %s: %w", d.HostPath, err)
+		}
+		tree = t
+	}
+	defer unix.Close(tree)
+	rel := strings.TrimPrefix(path.Clean("/"+d.Target), "/")
+	if rel == "" {
+		return errors.New("a host mount cannot be the root")
+	}
+	if err := r.MkdirAll(rel, 0o755); err != nil {
+		return fmt.Errorf("make the mount point: %w", err)
+	}
+	dir, err := r.Open(rel)
+	if err != nil {
+		return fmt.Errorf("open the mount point: %w", err)
+	}
+	defer dir.Close()
+	if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the mount point is not a directory")
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if d.Readonly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("set the mount's flags: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the mount: %w", err)
+	}
+	return nil
+}
+
+// coverBlocked hides each blocked path of the sandbox, after the pivot:
+// a directory under an empty read-only tmpfs, anything else under a
+// bind of /dev/null with nodev, which no one can open. Paths resolve
+// inside the sandbox's root, links included, so a link to a blocked
+// path leads to the cover. A path that does not exist has nothing to
+// hide. Paths inside programmable mounts are the host's to refuse.
+func coverBlocked(spec *agentproto.RootSpec) error {
+	for _, b := range spec.Blocked {
+		if insideAny(b, spec.VFS) {
+			continue
+		}
+		if err := coverOne(b); err != nil {
+			return fmt.Errorf("block %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+func coverOne(p string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return unix.Mount("tmpfs", fmt.Sprintf("/proc/self/fd/%d", fd), "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=0500")
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, "/dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tree)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return err
+	}
+	return unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+// insideAny reports whether p is one of dirs or beneath one.
+func insideAny(p string, dirs []string) bool {
+	p = filepath.Clean(p)
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
