@@ -1,0 +1,80 @@
+package mounts_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/mounts"
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+func TestOutermost(t *testing.T) {
+	got := mounts.Outermost([]string{"/w/x", "/data", "/w", "/w2", "/data/a/b"})
+	if want := []string{"/data", "/w", "/w2"}; !slices.Equal(got, want) {
+		t.Errorf("Outermost = %v, want %v", got, want)
+	}
+}
+
+func write(t *testing.T, p vfs.Provider, path, data string) {
+	t.Helper()
+	h, err := p.Create(context.Background(), path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(context.Background(), []byte(data), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+}
+
+func TestSubAndBlock(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	for _, d := range []string{"/m", "/m/secret", "/m/open"} {
+		if err := mem.Mkdir(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, mem, "/m/secret/key", "k")
+	write(t, mem, "/m/open/f", "f")
+	write(t, mem, "/m/.env", "e")
+	view := mounts.Sub(mounts.Block(mem, []string{"/m/secret", "/m/.env"}), "/m")
+	if _, err := view.Stat(ctx, "/open/f"); err != nil {
+		t.Errorf("stat through the view: %v", err)
+	}
+	list, err := view.Readdir(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fi := range list {
+		names = append(names, fi.Name)
+	}
+	if !slices.Equal(names, []string{"open"}) {
+		t.Errorf("listing shows %v", names)
+	}
+	for _, p := range []string{"/secret", "/secret/key", "/.env"} {
+		if _, err := view.Stat(ctx, p); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("stat %s: %v, want ENOENT", p, err)
+		}
+		if _, err := view.Open(ctx, p, os.O_RDONLY, 0); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("open %s: %v, want ENOENT", p, err)
+		}
+	}
+	if _, err := view.Open(ctx, "/secret/new", os.O_RDWR|os.O_CREATE, 0o644); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("create in a blocked directory: %v, want EACCES", err)
+	}
+	if err := view.Rename(ctx, "/open/f", "/.env"); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("rename onto a blocked path: %v, want EACCES", err)
+	}
+	if err := view.Link(ctx, "/secret/key", "/open/k"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("link from a blocked path: %v, want ENOENT", err)
+	}
+	if err := view.Symlink(ctx, "/etc/passwd", "/.env"); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("symlink at a blocked path: %v, want EACCES", err)
+	}
+}
