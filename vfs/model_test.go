@@ -190,17 +190,11 @@ func modelProviders(t testing.TB) (ref vfs.Provider, cases []modelCase) {
 	t.Helper()
 	ref = vfs.NewMemory(vfs.MemoryOptions{})
 	populate(t, ref)
-	real, err := vfs.NewRealFS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	real := newRealFSIn(t, t.TempDir())
 	populate(t, real)
 	memLower := vfs.NewMemory(vfs.MemoryOptions{})
 	populate(t, memLower)
-	realLower, err := vfs.NewRealFS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	realLower := newRealFSIn(t, t.TempDir())
 	populate(t, realLower)
 	memUpper := vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 1 << 30})
 	return ref, []modelCase{
@@ -223,7 +217,7 @@ func runModel(t testing.TB, ops []byte) {
 		}
 	}
 	var log []string
-	for i := 0; i+4 <= len(ops) && i < 400; i += 4 {
+	for i := 0; i+4 <= len(ops) && i < 4*maxOps; i += 4 {
 		op := [4]byte(ops[i : i+4])
 		want := applyOp(ref, op)
 		log = append(log, fmt.Sprintf("%v: %s", op, want))
@@ -300,3 +294,18 @@ func FuzzProviders(f *testing.F) {
 	})
 }
 
+// maxOps bounds the operations of one run of the model.
+const maxOps = 64
+
+// newRealFSIn serves dir, closed when the test ends.
+func newRealFSIn(t testing.TB, dir string) vfs.Provider {
+	t.Helper()
+	p, err := vfs.NewRealFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := p.(io.Closer); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return p
+}
