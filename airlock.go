@@ -52,6 +52,7 @@ type Sandbox struct {
 	cfg     Config
 	b       backend
 	net     *network
+	vfs     *sandboxVFS
 	sess    *yamux.Session
 	spare   *spareStream
 	notes   []string
@@ -151,7 +152,13 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsys, err := buildVFS(&c, nil)
+	if err != nil {
+		nw.close()
+		return nil, fmt.Errorf("invalid sandbox config: %w", err)
+	}
 	boot := bootConfig(id, &c, st)
+	fsys.boot(boot)
 	if nw != nil {
 		nw.configureBoot(boot)
 	}
@@ -160,7 +167,7 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		nw.close()
 		return nil, err
 	}
-	s := &Sandbox{id: id, cfg: c, b: b, net: nw, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
+	s := &Sandbox{id: id, cfg: c, b: b, net: nw, vfs: fsys, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		err = explainStartFailure(err, b, c.PidsLimit)
 		b.Close()
@@ -178,6 +185,9 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	}
 	if pidsExhausted(b, c.PidsLimit) {
 		return fail(errors.New("start sandbox: no command could start"))
+	}
+	if err := s.startVFS(ctx); err != nil {
+		return fail(fmt.Errorf("start sandbox: %w", err))
 	}
 	if nw != nil {
 		if nw.viaAgent {

@@ -119,6 +119,11 @@ func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
 	if rootfs == "" {
 		b.Root.HostEtc = presentHostEtc()
 	}
+	for _, t := range sortedKeys(c.VFS.DirectMounts) {
+		d := c.VFS.DirectMounts[t]
+		b.Root.Direct = append(b.Root.Direct, agentproto.DirectMount{Target: t, HostPath: d.HostPath, Readonly: d.Readonly})
+	}
+	b.Root.Blocked = c.VFS.BlockedPaths
 	return b
 }
 

@@ -112,6 +112,10 @@ type Config struct {
 	// that takes longer blocks the request. 0 means 10 s.
 	HookTimeout time.Duration `json:"-"`
 
+	// VFS gives the sandbox programmable mounts, host directories and
+	// blocked paths (see VFSConfig).
+	VFS VFSConfig `json:"vfs,omitzero"`
+
 	// AgentPath is the airlock-guest binary. Default: $AIRLOCK_AGENT, then
 	// airlock-guest next to the running executable, then on PATH.
 	AgentPath string `json:"-"`
@@ -232,6 +236,9 @@ func (c *Config) Validate() error {
 		if err := c.Network.Validate(); err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
+	}
+	if err := c.VFS.validate(); err != nil {
+		return fmt.Errorf("vfs: %w", err)
 	}
 	if c.Hostname != "" && (len(c.Hostname) > 63 || strings.ContainsAny(c.Hostname, " /\x00")) {
 		return fmt.Errorf("hostname %q is invalid", c.Hostname)

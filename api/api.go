@@ -180,8 +180,7 @@ type Resources struct {
 }
 
 // CreateParams configures a sandbox; the fields follow the embed API's
-// airlock.Config. VFS is accepted only empty in this build; anything else
-// is refused with CodeUnsupported.
+// airlock.Config.
 type CreateParams struct {
 	Image       string            `json:"image,omitempty"`
 	RootFS      string            `json:"rootfs,omitempty"`
@@ -213,7 +212,15 @@ type CreateParams struct {
 	// (CreateResult.Env). Env may set a secret's variable only to
 	// "${NAME}", which stands for the placeholder.
 	Network json.RawMessage `json:"network,omitempty"`
-	VFS     json.RawMessage `json:"vfs,omitempty"`
+	// VFS is the JSON of airlock.VFSConfig: mounts (programmable:
+	// {"type": "memory", "size_mb": N}, {"type": "real_fs", "host_path":
+	// P, "readonly": true}, {"type": "overlay", "upper": {...}, "lower":
+	// {...}}), direct_mounts ({"host_path": P, "readonly": true}) and
+	// blocked_paths, by absolute sandbox path. It is decoded strictly;
+	// a bad mount (an unknown type, a host_path that does not exist, a
+	// target that is not absolute or hides /proc, two mounts at one
+	// target) is refused with CodeInvalidParams before anything starts.
+	VFS json.RawMessage `json:"vfs,omitempty"`
 }
 
 // CreateResult describes the new sandbox.
@@ -480,7 +487,14 @@ type FileEvent struct {
 	// Op is the operation: write, read, list, stat, mkdir, remove, ...
 	Op   string `json:"op"`
 	Path string `json:"path"`
+	// To is where a rename or link leads.
+	To   string `json:"to,omitempty"`
 	Size int64  `json:"size,omitempty"`
+	// Blocked is set when the operation was refused (by a hook, the
+	// policy script, a read-only mount or a blocked path), and Reason
+	// says why.
+	Blocked bool   `json:"blocked,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // NetworkEvent reports a request, connection, flow or DNS question that

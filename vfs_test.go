@@ -1,0 +1,302 @@
+package airlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// needFUSE skips where programmable mounts cannot work: no FUSE device,
+// or no way to give one to a sandbox.
+func needFUSE(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse here")
+	}
+	if os.Getuid() != 0 {
+		if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
+			t.Skipf("this user cannot open /dev/fuse: %v", err)
+		} else {
+			f.Close()
+		}
+	}
+}
+
+// events collects a sandbox's file events.
+type events struct {
+	mu   sync.Mutex
+	list []airlock.FileEvent
+}
+
+func (e *events) on(ev airlock.Event) {
+	if ev.File == nil {
+		return
+	}
+	e.mu.Lock()
+	e.list = append(e.list, *ev.File)
+	e.mu.Unlock()
+}
+
+func (e *events) find(match func(airlock.FileEvent) bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.list {
+		if match(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEvent waits for an event that matches.
+func (e *events) wait(t *testing.T, what string, match func(airlock.FileEvent) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.find(match) {
+		if time.Now().After(deadline) {
+			e.mu.Lock()
+			t.Errorf("no file event %s among %+v", what, e.list)
+			e.mu.Unlock()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The seed's own usage: a memory mount at /workspace, written and read
+// by commands and by the file API, with events.
+func TestVFSMemoryMount(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	var ev events
+	sb := newSandbox(t, airlock.Config{
+		VFS:     airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/workspace": {Type: airlock.MountMemory}}},
+		OnEvent: ev.on,
+	})
+	if err := sb.WriteFile(ctx, "/workspace/hello.py", []byte("print('hello from the mount')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, ctx, sb, "python3 /workspace/hello.py"); out != "hello from the mount\n" {
+		t.Errorf("output %q", out)
+	}
+	// The mount is a FUSE file system, not the sandbox's own tree.
+	if out := mustRun(t, ctx, sb, "stat -f -c %T /workspace; grep ' /workspace ' /proc/mounts | cut -d' ' -f3"); !strings.Contains(out, "fuse") {
+		t.Errorf("/workspace is not a FUSE mount: %q", out)
+	}
+	mustRun(t, ctx, sb, "cd /workspace && echo data > out.txt && mkdir -p d/e && mv out.txt d/e/ && ln -s d/e/out.txt l")
+	got, err := sb.ReadFile(ctx, "/workspace/l")
+	if err != nil || string(got) != "data\n" {
+		t.Fatalf("read through the mount: %q %v", got, err)
+	}
+	list, err := sb.ListFiles(ctx, "/workspace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range list {
+		names = append(names, f.Name)
+	}
+	if strings.Join(names, ",") != "d,hello.py,l" {
+		t.Errorf("listing %v", names)
+	}
+	ev.wait(t, "write of hello.py", func(f airlock.FileEvent) bool { return f.Path == "/workspace/hello.py" && f.Op == "write" })
+	ev.wait(t, "rename of out.txt", func(f airlock.FileEvent) bool {
+		return f.Op == "rename" && f.Path == "/workspace/out.txt" && f.To == "/workspace/d/e/out.txt"
+	})
+	ev.wait(t, "mkdir of d", func(f airlock.FileEvent) bool { return f.Op == "mkdir" && f.Path == "/workspace/d" })
+}
+
+// Go providers: the embed API's own, changed from the host while the
+// sandbox runs, and seen at once; hooks refuse with an errno.
+func TestVFSGoProvidersAndHooks(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	var ev events
+	sb := newSandbox(t, airlock.Config{
+		VFS: airlock.VFSConfig{
+			Providers: map[string]vfs.Provider{"/data": mem},
+			Hooks: vfs.Hooks{
+				BeforeOpen: func(_ context.Context, p string, flags int) error {
+					if strings.HasSuffix(p, ".secret") {
+						return syscall.EACCES
+					}
+					return nil
+				},
+				BeforeRemove: func(_ context.Context, p string) error {
+					if p == "/data/keep" {
+						return syscall.EPERM
+					}
+					return nil
+				},
+			},
+		},
+		OnEvent: ev.on,
+	})
+	put := func(p, data string) {
+		t.Helper()
+		h, err := mem.Create(context.Background(), p, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(context.Background(), []byte(data), 0); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	put("/keep", "v1")
+	if out := mustRun(t, ctx, sb, "cat /data/keep"); out != "v1" {
+		t.Fatalf("read %q", out)
+	}
+	put("/keep", "version two")
+	if out := mustRun(t, ctx, sb, "cat /data/keep"); out != "version two" {
+		t.Errorf("a host change is not seen at once: read %q", out)
+	}
+	if res := run(t, ctx, sb, "rm /data/keep"); res.ExitCode == 0 {
+		t.Error("the hook did not refuse the remove")
+	}
+	if out := mustRun(t, ctx, sb, "rm /data/keep 2>&1 || true"); !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("rm said %q, want EPERM", out)
+	}
+	if out := mustRun(t, ctx, sb, "(echo x > /data/a.secret) 2>&1 || true"); !strings.Contains(out, "Permission denied") {
+		t.Errorf("create of a .secret said %q, want EACCES", out)
+	}
+	ev.wait(t, "blocked remove", func(f airlock.FileEvent) bool { return f.Op == "remove" && f.Path == "/data/keep" && f.Blocked })
+}
+
+// real_fs, read-only mounts, an overlay whose host directory never
+// changes, nested mounts, direct mounts and blocked paths, together.
+func TestVFSHostDirectories(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	host := t.TempDir()
+	os.Chmod(host, 0o755)
+	write := func(p, data string) {
+		t.Helper()
+		p = filepath.Join(host, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rw/a.txt", "a")
+	write("ro/b.txt", "b")
+	write("base/c.txt", "c")
+	write("base/.env", "SECRET=1")
+	write("direct/d.txt", "d")
+	write("directro/e.txt", "e")
+	write("directro/.ssh/id", "key")
+	for _, d := range []string{"rw", "direct"} {
+		os.Chmod(filepath.Join(host, d), 0o777)
+	}
+	sb := newSandbox(t, airlock.Config{VFS: airlock.VFSConfig{
+		Mounts: map[string]airlock.MountSpec{
+			"/rw":         {Type: airlock.MountRealFS, HostPath: filepath.Join(host, "rw")},
+			"/rw/inner":   {Type: airlock.MountMemory, SizeMB: 1},
+			"/ro":         {Type: airlock.MountRealFS, HostPath: filepath.Join(host, "ro"), Readonly: true},
+			"/work/layer": {Type: airlock.MountOverlay, Upper: &airlock.MountSpec{Type: airlock.MountMemory}, Lower: &airlock.MountSpec{Type: airlock.MountRealFS, HostPath: filepath.Join(host, "base")}},
+		},
+		DirectMounts: map[string]airlock.DirectMount{
+			"/mnt/direct":   {HostPath: filepath.Join(host, "direct")},
+			"/mnt/directro": {HostPath: filepath.Join(host, "directro"), Readonly: true},
+		},
+		BlockedPaths: []string{"/work/layer/.env", "/mnt/directro/.ssh", "/etc/shadow"},
+	}})
+	mustRun(t, ctx, sb, "echo new > /rw/new.txt && cat /rw/a.txt && echo inner > /rw/inner/x && test ! -e /rw/inner/a.txt")
+	if b, err := os.ReadFile(filepath.Join(host, "rw/new.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("real_fs write did not reach the host: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(host, "rw/inner")); err == nil {
+		t.Error("the nested memory mount wrote to the host directory beneath it")
+	}
+	if out := mustRun(t, ctx, sb, "cat /ro/b.txt; (echo x > /ro/b.txt) 2>&1; (echo y > /ro/new) 2>&1; true"); strings.Count(out, "Read-only file system") != 2 {
+		t.Errorf("read-only real_fs: %q", out)
+	}
+	mustRun(t, ctx, sb, "cd /work/layer && cat c.txt && echo changed > c.txt && rm -f gone && echo n > n.txt && mkdir sub && rm c.txt && echo back > c.txt")
+	if b, _ := os.ReadFile(filepath.Join(host, "base/c.txt")); string(b) != "c" {
+		t.Errorf("the overlay changed its lower: c.txt is %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(host, "base/n.txt")); err == nil {
+		t.Error("the overlay wrote into its lower")
+	}
+	if out := mustRun(t, ctx, sb, "cat /work/layer/c.txt"); out != "back\n" {
+		t.Errorf("overlay reads %q", out)
+	}
+	// Blocked paths: gone inside a programmable mount, covered elsewhere,
+	// and no link leads around them.
+	if out := mustRun(t, ctx, sb, "ls -a /work/layer; cat /work/layer/.env 2>&1; (echo x > /work/layer/.env) 2>&1; ln -s /work/layer/.env /tmp/l; cat /tmp/l 2>&1; true"); strings.Contains(out, "SECRET") || strings.Contains(out, " .env") {
+		t.Errorf("a blocked path in a mount is visible: %q", out)
+	}
+	if out := mustRun(t, ctx, sb, "ls -a /mnt/directro/.ssh; cat /mnt/directro/.ssh/id 2>&1; cat /etc/shadow 2>&1; true"); strings.Contains(out, "key") || strings.Contains(out, "root:") {
+		t.Errorf("a blocked path is visible: %q", out)
+	}
+	// Direct mounts: the host's files as they are.
+	mustRun(t, ctx, sb, "cat /mnt/direct/d.txt && echo w > /mnt/direct/w.txt && cat /mnt/directro/e.txt")
+	if b, err := os.ReadFile(filepath.Join(host, "direct/w.txt")); err != nil || string(b) != "w\n" {
+		t.Errorf("direct mount write: %q %v", b, err)
+	}
+	if out := mustRun(t, ctx, sb, "(echo x > /mnt/directro/e.txt) 2>&1 || true"); !strings.Contains(out, "Read-only file system") {
+		t.Errorf("read-only direct mount: %q", out)
+	}
+	// The file API sees the same tree.
+	if b, err := sb.ReadFile(ctx, "/rw/a.txt"); err != nil || string(b) != "a" {
+		t.Errorf("file API on a mount: %q %v", b, err)
+	}
+	if _, err := sb.ReadFile(ctx, "/work/layer/.env"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file API read of a blocked path: %v", err)
+	}
+}
+
+// A full memory mount refuses writes with ENOSPC and keeps working.
+func TestVFSQuota(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	sb := newSandbox(t, airlock.Config{VFS: airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/small": {Type: airlock.MountMemory, SizeMB: 2}}}})
+	out := mustRun(t, ctx, sb, "dd if=/dev/zero of=/small/big bs=1M count=4 2>&1 || true")
+	if !strings.Contains(out, "No space left on device") {
+		t.Errorf("a write past the quota said %q", out)
+	}
+	if out := mustRun(t, ctx, sb, "rm /small/big && echo ok > /small/after && cat /small/after"); out != "ok\n" {
+		t.Errorf("after a full mount: %q", out)
+	}
+}
+
+// Bad configurations are refused before anything starts, with what to
+// change.
+func TestVFSConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		v    airlock.VFSConfig
+		want string
+	}{
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/w": {Type: "ramdisk"}}}, "unknown mount type"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"w": {Type: "memory"}}}, "absolute"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/proc/x": {Type: "memory"}}}, "/proc"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "real_fs", HostPath: filepath.Join(dir, "missing")}}}, "no such file"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "overlay", Upper: &airlock.MountSpec{Type: "memory"}}}}, "needs upper and lower"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "memory"}}, DirectMounts: map[string]airlock.DirectMount{"/d": {HostPath: dir}}}, "give each target once"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "memory"}}, DirectMounts: map[string]airlock.DirectMount{"/d/x": {HostPath: dir}}}, "inside the programmable mount"},
+		{airlock.VFSConfig{BlockedPaths: []string{"rel"}}, "absolute"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/w/": {Type: "memory"}}}, "not clean"},
+	} {
+		err := (&airlock.Config{VFS: c.v}).Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one with %q", c.v, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package airlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/mounts"
+	"github.com/airlock-sandbox/airlock/internal/vfsproto"
+	"github.com/airlock-sandbox/airlock/vfs"
+)
+
+// sandboxVFS is a sandbox's programmable mounts, on the host: one
+// provider for all of them, keyed by the paths the sandbox sees, with
+// blocked paths, hooks and file events around it; and the targets the
+// agent mounts, each a view of it.
+type sandboxVFS struct {
+	tree vfs.Provider
+	// targets are the outermost mount targets, sorted.
+	targets []string
+	// watched are the providers whose changes from the host the
+	// sandbox must see at once, by target.
+	watched map[string]vfs.Watcher
+	// emit reports a file event.
+	emit func(Event)
+}
+
+// buildVFS makes the providers c describes. It returns nil when c has
+// no programmable mount.
+func buildVFS(c *Config, emit func(Event)) (*sandboxVFS, error) {
+	all := make(map[string]vfs.Provider, len(c.VFS.Mounts)+len(c.VFS.Providers))
+	watched := map[string]vfs.Watcher{}
+	for _, t := range sortedKeys(c.VFS.Mounts) {
+		spec := c.VFS.Mounts[t]
+		p, err := spec.provider(c.DiskMB << 20)
+		if err != nil {
+			return nil, fmt.Errorf("vfs.mounts[%s]: %w", t, err)
+		}
+		all[t] = p
+		if w, ok := p.(vfs.Watcher); ok {
+			watched[t] = w
+		}
+	}
+	for t, p := range c.VFS.Providers {
+		all[t] = p
+		if w, ok := p.(vfs.Watcher); ok {
+			watched[t] = w
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	v := &sandboxVFS{watched: watched, emit: emit}
+	targets := make([]string, 0, len(all))
+	for t := range all {
+		targets = append(targets, t)
+	}
+	v.targets = mounts.Outermost(targets)
+	var blocked []string
+	for _, b := range c.VFS.BlockedPaths {
+		for _, t := range v.targets {
+			if mounts.Within(b, t) {
+				blocked = append(blocked, b)
+				break
+			}
+		}
+	}
+	tree := mounts.Block(vfs.NewMountRouter(all), blocked)
+	if hooksSet(c.VFS.Hooks) {
+		tree = vfs.WithHooks(tree, c.VFS.Hooks)
+	}
+	v.tree = vfs.Observe(tree, v.event)
+	return v, nil
+}
+
+// hooksSet reports whether h has any hook.
+func hooksSet(h vfs.Hooks) bool {
+	return h.BeforeOpen != nil || h.BeforeWrite != nil || h.AfterWrite != nil || h.BeforeRemove != nil || h.BeforeRename != nil
+}
+
+func (v *sandboxVFS) event(e vfs.Event) {
+	if v.emit == nil {
+		return
+	}
+	v.emit(Event{Type: EventFile, File: &FileEvent{Op: e.Op, Path: e.Path, To: e.To, Size: e.Size, Blocked: e.Blocked, Reason: e.Reason}})
+}
+
+// provider makes the provider m describes; memory mounts hold at most
+// defaultBytes unless they say.
+func (m MountSpec) provider(defaultBytes int64) (vfs.Provider, error) {
+	var p vfs.Provider
+	switch m.Type {
+	case MountMemory:
+		size := m.SizeMB << 20
+		if size == 0 {
+			size = defaultBytes
+		}
+		p = vfs.NewMemory(vfs.MemoryOptions{MaxBytes: size})
+	case MountRealFS:
+		r, err := vfs.NewRealFS(m.HostPath)
+		if err != nil {
+			return nil, err
+		}
+		p = r
+	case MountOverlay:
+		upper, err := m.Upper.provider(defaultBytes)
+		if err != nil {
+			return nil, fmt.Errorf("upper: %w", err)
+		}
+		lower, err := m.Lower.provider(defaultBytes)
+		if err != nil {
+			return nil, fmt.Errorf("lower: %w", err)
+		}
+		p = vfs.NewOverlay(upper, lower)
+	default:
+		return nil, fmt.Errorf("unknown mount type %q", m.Type)
+	}
+	if m.Readonly {
+		p = vfs.NewReadonly(p)
+	}
+	return p, nil
+}
+
+// boot tells the agent which mounts to prepare.
+func (v *sandboxVFS) boot(b *agentproto.Boot) {
+	if v != nil {
+		b.Root.VFS = v.targets
+	}
+}
+
+// view is the provider the agent's mount at target serves: the tree
+// beneath target, with the host's changes of the providers inside it.
+func (v *sandboxVFS) view(target string) vfs.Provider {
+	w := &watchedView{Provider: mounts.Sub(v.tree, target), target: target}
+	for t, src := range v.watched {
+		if mounts.Within(t, target) {
+			w.sources = append(w.sources, watchSource{w: src, at: t})
+		}
+	}
+	return w
+}
+
+// watchedView is a mount's provider that passes on the host's changes of
+// the providers inside it, as paths of the mount.
+type watchedView struct {
+	vfs.Provider
+	target  string
+	sources []watchSource
+}
+
+type watchSource struct {
+	w  vfs.Watcher
+	at string // the source's root, as a sandbox path
+}
+
+func (w *watchedView) Watch(fn func(string)) func() {
+	stops := make([]func(), 0, len(w.sources))
+	for _, s := range w.sources {
+		stops = append(stops, s.w.Watch(func(p string) {
+			rel := strings.TrimPrefix(path.Join(s.at, p), w.target)
+			if rel == "" {
+				rel = "/"
+			}
+			fn(rel)
+		}))
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// vfsAttachTimeout bounds the agent's mount of one programmable mount.
+const vfsAttachTimeout = 30 * time.Second
+
+// startVFS has the agent mount each programmable mount, over a stream
+// of its own, and serves it until the sandbox ends. It returns once all
+// are mounted.
+func (s *Sandbox) startVFS(ctx context.Context) error {
+	if s.vfs == nil {
+		return nil
+	}
+	s.vfs.emit = s.emit
+	life, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.closed
+		cancel()
+	}()
+	for _, t := range s.vfs.targets {
+		conn, err := s.sess.OpenStream()
+		if err != nil {
+			return s.channelErr(fmt.Errorf("mount %s: open stream to sandbox agent: %w", t, err))
+		}
+		c := agentproto.NewConn(conn)
+		if err := c.Write(agentproto.Request{Op: agentproto.OpVFS, Path: t}); err != nil {
+			conn.Close()
+			return s.channelErr(fmt.Errorf("mount %s: %w", t, err))
+		}
+		deadline := time.Now().Add(vfsAttachTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		_ = conn.SetReadDeadline(deadline)
+		var m agentproto.Msg
+		err = c.Read(&m)
+		_ = conn.SetReadDeadline(time.Time{})
+		if err == nil && m.K == agentproto.KErr && m.Err != nil {
+			err = m.Err
+		}
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("mount %s in the sandbox: %w", t, err)
+		}
+		view := s.vfs.view(t)
+		go func() {
+			defer conn.Close()
+			err := vfsproto.NewServer(view, vfsproto.ServerOptions{Logger: s.log.With("mount", t)}).Serve(life, conn)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Debug("programmable mount ended", "mount", t, "err", err)
+			}
+		}()
+	}
+	return nil
+}
