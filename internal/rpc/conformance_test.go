@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,6 +75,16 @@ func without(t *testing.T, params string, keys ...string) string {
 	return string(mustJSON(t, m))
 }
 
+// field returns member key of the JSON object params.
+func field(t *testing.T, params, key string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(params), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m[key]
+}
+
 // checkEnvelope checks the members every response has.
 func checkEnvelope(t *testing.T, m msg, id string) {
 	t.Helper()
@@ -101,19 +112,60 @@ func TestConformanceSeedExamples(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true, Version: "test"}, ServeOptions{})
 
-	// The full create example asks for programmable mounts, which this
-	// build does not have: refused, saying so. Its network object is
-	// accepted (TestNetworkSeedExample creates it).
+	// The full create example mounts host directories this machine does
+	// not have: refused before anything starts, naming the first one.
 	c.send(wrap(t, 1, "create", seedCreate))
 	m := c.next(1, time.Minute)
 	checkEnvelope(t, m, "1")
-	e := wantError(t, m, api.CodeUnsupported)
-	if !strings.Contains(e.Message, "vfs") {
-		t.Errorf("create with vfs: message %q should name vfs", e.Message)
+	e := wantError(t, m, api.CodeInvalidParams)
+	if !strings.Contains(e.Message, "host_path") || !strings.Contains(e.Message, "no such file") {
+		t.Errorf("create with missing host directories: message %q should name the host_path", e.Message)
 	}
 	if strings.Contains(e.Message, "sk-...") {
 		t.Errorf("create error quotes the secret's value: %q", e.Message)
 	}
+	// With those directories made (under a folder of the test's), the
+	// example's mounts work: a memory workspace, a read-only real_fs, an
+	// overlay that never changes its lower, and a read-only direct mount.
+	t.Run("vfs", func(t *testing.T) {
+		if _, err := os.Stat("/dev/fuse"); err != nil || os.Getuid() != 0 {
+			t.Skip("programmable mounts need /dev/fuse and root here")
+		}
+		top := t.TempDir()
+		os.Chmod(top, 0o755)
+		vfsJSON := string(field(t, seedCreate, "vfs"))
+		for _, dir := range []string{"/host/data", "/etc/app", "/base"} {
+			if !strings.Contains(vfsJSON, `"`+dir+`"`) {
+				t.Fatalf("the seed's vfs no longer names %s", dir)
+			}
+			if err := os.MkdirAll(top+dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(top+dir+"/from-host", []byte(dir), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			vfsJSON = strings.ReplaceAll(vfsJSON, `"`+dir+`"`, `"`+top+dir+`"`)
+		}
+		params := without(t, seedCreate, "network", "vfs", "image")
+		params = params[:len(params)-1] + `,"vfs":` + vfsJSON + "}"
+		c.send(wrap(t, 5, "create", params))
+		m := c.next(5, time.Minute)
+		var cr api.CreateResult
+		if err := json.Unmarshal(m["result"], &cr); err != nil || cr.SandboxID == "" {
+			t.Fatalf("create with the seed's vfs: %s (%s)", m["result"], m["error"])
+		}
+		var res api.ExecResult
+		c.result(6, api.MethodExec, map[string]any{"sandbox_id": cr.SandboxID, "command": "echo hi > /workspace/x && cat /workspace/x /mnt/data/from-host /config/from-host /output/from-host && echo o > /output/new && (echo w > /config/w) 2>/dev/null; (echo w > /mnt/data/w) 2>/dev/null; grep -c fuse /proc/mounts"}, &res)
+		if got := unb64(t, res.Stdout); got != "hi\n/host/data/etc/app/base3\n" {
+			t.Errorf("the seed's mounts: stdout %q, stderr %q", got, unb64(t, res.Stderr))
+		}
+		for _, p := range []string{"/base/new", "/etc/app/w", "/host/data/w"} {
+			if _, err := os.Stat(top + p); err == nil {
+				t.Errorf("%s was written on the host", p)
+			}
+		}
+		c.result(7, api.MethodClose, map[string]any{"sandbox_id": cr.SandboxID}, nil)
+	})
 	// Without vfs and network (which needs root; see
 	// TestNetworkSeedExample), the example's image, standard, is the
 	// sandbox's root: python is python3, as the seed's examples expect.
@@ -311,7 +363,11 @@ func TestCreateParams(t *testing.T) {
 		{map[string]any{"network": map[string]any{"allowed_hosts": []string{"http://example.com/"}}}, api.CodeInvalidParams, "allowed_hosts[0]"},
 		{map[string]any{"network": map[string]any{"proxy": "x"}}, api.CodeInvalidParams, `unknown field "network.proxy"`},
 		{map[string]any{"network": "none"}, api.CodeInvalidParams, `"network" must be an object`},
-		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/w": map[string]any{"type": "memory"}}}}, api.CodeUnsupported, "vfs"},
+		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/w": map[string]any{"type": "ramdisk"}}}}, api.CodeInvalidParams, `unknown mount type "ramdisk"`},
+		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/w": map[string]any{"type": "memory", "size": 3}}}}, api.CodeInvalidParams, `unknown field "vfs.mounts./w.size"`},
+		{map[string]any{"vfs": map[string]any{"direct_mounts": map[string]any{"/d": map[string]any{"host_path": "/nonexistent-airlock"}}}}, api.CodeInvalidParams, "no such file"},
+		{map[string]any{"vfs": map[string]any{"mounts": map[string]any{"/proc/x": map[string]any{"type": "memory"}}}}, api.CodeInvalidParams, "/proc"},
+		{map[string]any{"vfs": []string{"/w"}}, api.CodeInvalidParams, `"vfs" must be an object`},
 		{map[string]any{"resources": map[string]any{"cpus": "two"}}, api.CodeInvalidParams, `"resources.cpus"`},
 		{map[string]any{"resources": map[string]any{"memory_mb": 1}}, api.CodeInvalidParams, "memory_mb"},
 		{map[string]any{"isolation": "teleport"}, api.CodeInvalidParams, "isolation"},

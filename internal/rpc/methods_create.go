@@ -35,8 +35,9 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if ae := secretsInEnv(network, env); ae != nil {
 		return nil, ae
 	}
-	if e := checkVFS(p.VFS); e != nil {
-		return nil, e
+	vfsCfg, ae := decodeVFS(p.VFS)
+	if ae != nil {
+		return nil, ae
 	}
 	cfg := airlock.Config{
 		Image:          p.Image,
@@ -52,6 +53,7 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		Hostname:       p.Hostname,
 		AllowPtrace:    p.AllowPtrace,
 		Network:        network,
+		VFS:            vfsCfg,
 		Logger:         ss.log,
 		OnEvent:        ss.events.publish,
 		OnImageProgress: func(ip airlock.ImageProgress) {
@@ -175,51 +177,33 @@ func secretsInEnv(cfg *policy.Config, env map[string]string) *api.Error {
 	return nil
 }
 
-// checkVFS accepts an absent or empty vfs config.
-func checkVFS(raw json.RawMessage) *api.Error {
-	fields, ok := configObject(raw)
-	if !ok {
-		return rpcError(api.CodeUnsupported, "vfs must be an object, and programmable mounts are not in this build yet: leave out vfs, and copy files in with write_file")
-	}
-	for k, v := range fields {
-		if !emptyJSON(v) {
-			return rpcError(api.CodeUnsupported, "vfs.%s: programmable mounts are not in this build yet: leave out vfs, and copy files in with write_file", quote(k))
-		}
-	}
-	return nil
-}
+// vfsFields names what the vfs object takes, for errors.
+const vfsFields = `mounts ({"/workspace": {"type": "memory"}}), direct_mounts ({"/data": {"host_path": "/srv/data", "readonly": true}}) and blocked_paths (["/workspace/.env"])`
 
-// configObject decodes an optional object: nil for absent, null or
-// empty; false when it is not an object.
-func configObject(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if emptyJSON(raw) {
-		return nil, true
+// decodeVFS decodes create's vfs strictly: an unknown field, anywhere
+// in it, is refused with its path.
+func decodeVFS(raw json.RawMessage) (airlock.VFSConfig, *api.Error) {
+	var v airlock.VFSConfig
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return v, nil
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil {
-		return nil, false
+	if raw[0] != '{' {
+		return v, invalidParams(`create params: "vfs" must be an object: it takes %s`, vfsFields)
 	}
-	return fields, true
-}
-
-// emptyJSON reports whether v is absent, null, "", [] or {}.
-func emptyJSON(v json.RawMessage) bool {
-	v = bytes.TrimSpace(v)
-	switch string(v) {
-	case "", "null", `""`, "[]", "{}":
-		return true
-	}
-	if len(v) > 0 && (v[0] == '[' || v[0] == '{') {
-		var a []json.RawMessage
-		if json.Unmarshal(v, &a) == nil {
-			return len(a) == 0
+	if err := strictjson.Decode(raw, &v); err != nil {
+		var te *json.UnmarshalTypeError
+		var ue *strictjson.UnknownFieldError
+		switch {
+		case errors.As(err, &ue):
+			return v, invalidParams("create params: %v", ue.In("vfs"))
+		case errors.As(err, &te) && te.Field != "":
+			kind, _, _ := strings.Cut(te.Value, " ")
+			return v, invalidParams("create params: %q has %s where %s is wanted", "vfs."+te.Field, article(kind), jsonKind(te.Type))
 		}
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) == nil {
-			return len(m) == 0
-		}
+		return v, invalidParams("create params: vfs: %v: it takes %s", err, vfsFields)
 	}
-	return false
+	return v, nil
 }
 
 // closeSandbox stops a sandbox: one of the session's, or a shared one.
