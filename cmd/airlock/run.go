@@ -39,6 +39,7 @@ type runFlags struct {
 	quiet       bool
 	detach      bool
 	net         networkFlags
+	files       mountFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -73,6 +74,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run -it -- bash
   echo data | airlock run -- wc -c
   airlock run --json -- ls /
+  airlock run -v "$PWD":/src:ro --mount type=memory,target=/workspace -- make -C /src O=/workspace
   airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
@@ -107,6 +109,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
 	f.net.register(cmd)
+	f.files.register(cmd)
 	return cmd
 }
 
@@ -157,6 +160,9 @@ func (f *runFlags) config() (airlock.Config, error) {
 		c.Env[k] = v
 	}
 	if c.Network, err = f.net.config(c.Env); err != nil {
+		return c, err
+	}
+	if err := f.files.apply(&c); err != nil {
 		return c, err
 	}
 	return c, nil
