@@ -88,6 +88,10 @@ fuzz:
 	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzResolveUser,50000,./internal/agent)
 	$(call fuzz1,FuzzParseLine,50000,./internal/image/variant)
+	$(call fuzz1,FuzzCleanPath,100000,./vfs)
+	$(call fuzz1,FuzzProviders,1000,./vfs,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzDecodeRequest,50000,./internal/vfsproto)
+	$(call fuzz1,FuzzServe,10000,./internal/vfsproto,-fuzzminimizetime 10x)
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
