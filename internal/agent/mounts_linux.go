@@ -100,7 +100,7 @@ func (m *vfsMounts) attach(target string, conn net.Conn) error {
 		return fmt.Errorf("no programmable mount %s was prepared, or it is served already", target)
 	}
 	defer dev.Close()
-	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log})
+	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log, Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"})
 	srv, err := vfsfuse.Serve(dev, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
 	if err != nil {
 		client.Close()
