@@ -232,6 +232,11 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		agent.env = []string{"AIRLOCK_AGENT_DEBUG=" + env}
 		agent.stderr = io.MultiWriter(s.stderr, os.Stderr)
 	}
+	for _, k := range []string{"AIRLOCK_VFS_WRITEBACK", "AIRLOCK_VFS_SERIAL"} {
+		if v := os.Getenv(k); v != "" {
+			agent.env = append(agent.env, k+"="+v)
+		}
+	}
 	cmd, err := agent.start(ctx, ids)
 	if err != nil && ids.helpers != nil {
 		// The caller's subordinate ids could not be mapped: it keeps
