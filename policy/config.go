@@ -56,7 +56,8 @@ type Config struct {
 	// sends it to.
 	ScrubResponses bool `json:"scrub_responses,omitempty"`
 	// PolicyScript is Starlark source that may define
-	// is_host_allowed(host), on_request(req) and on_response(resp, req).
+	// is_host_allowed(host), on_request(req), on_response(resp, req) and
+	// on_file(op, path, size).
 	PolicyScript string `json:"policy_script,omitempty"`
 	// DNSServers are the upstream resolvers, as "ip:port" (a bare IP
 	// means port 53). Empty means the host's resolver.

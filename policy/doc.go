@@ -58,13 +58,14 @@
 // # The policy script
 //
 // policy_script is Starlark, compiled once by New (syntax errors carry
-// the line). It may define is_host_allowed(host), on_request(req) and
-// on_response(resp, req). A host must pass allowed_hosts and
-// is_host_allowed when both exist: the script can narrow the allowlist,
-// never widen it. req has method, url, host (read-only), headers (a dict
-// of canonical names to lists of strings; a string is taken as one
-// value) and body (a string, or None when it is streamed); resp has
-// status_code, headers and body. Fields are attributes (req.headers) or
+// the line). It may define any of is_host_allowed(host),
+// on_request(req), on_response(resp, req) and on_file(op, path, size)
+// (see File hooks). A host must pass allowed_hosts and is_host_allowed
+// when both exist: the script can narrow the allowlist, never widen it.
+// req has method, url, host (read-only), headers (a dict of canonical
+// names to lists of strings; a string is taken as one value) and body
+// (a string, or None when it is streamed); resp has status_code,
+// headers and body. Fields are attributes (req.headers) or
 // keys (req["headers"]). Returning None blocks. Each call is bounded in
 // steps, time and bytes allocated (Options.ScriptMaxAlloc: the script is
 // rewritten so that whatever makes a value of a size that depends on
@@ -74,6 +75,36 @@
 // call waits up to the script timeout, then fails. Names starting with
 // _airlock_ are reserved; load() is refused. Scripts never see secret
 // values.
+//
+// # File hooks
+//
+// on_file(op, path, size) is asked before each change to a file in a
+// programmable mount (FileDecision; HasFileHook says whether the script
+// defines it). op is one of:
+//
+//   - "open": an existing file opened for writing;
+//   - "create": a new file;
+//   - "write": a write, size being the bytes written;
+//   - "truncate": size being the new length;
+//   - "remove": a file or an empty directory;
+//   - "rename": asked once with the old path and once with the new, and
+//     both must allow;
+//   - "link": path being the new name of a hard link;
+//   - "mkdir", "symlink" (path being the link's), "chmod", "chown",
+//     "utimens".
+//
+// path is the file's path as the sandbox sees it (absolute and clean,
+// such as "/workspace/out.txt"); size is 0 but for write and truncate.
+// on_file returns True to allow, False to deny with EACCES, or the name
+// of the errno to deny with, such as "EPERM", "EROFS", "ENOSPC" or
+// "EDQUOT" (one of EACCES, EAGAIN, EBADF, EBUSY, ECANCELED, EDEADLK,
+// EDQUOT, EEXIST, EFBIG, EINTR, EINVAL, EIO, EISDIR, ELOOP, EMFILE,
+// EMLINK, ENAMETOOLONG, ENFILE, ENODEV, ENOENT, ENOLCK, ENOMEM, ENOSPC,
+// ENOSYS, ENOTDIR, ENOTEMPTY, ENOTSUP, ENXIO, EOPNOTSUPP, EPERM, EROFS,
+// ESTALE, ETIMEDOUT, ETXTBSY, EWOULDBLOCK, EXDEV). Anything else (None,
+// another type, an unknown name) is a script error, and a script error
+// denies with EACCES, as does a step, time or allocation limit. Reads,
+// stats and directory listings are not asked about.
 //
 // # Secrets
 //

@@ -23,6 +23,7 @@ const (
 	fnIsHostAllowed = "is_host_allowed"
 	fnOnRequest     = "on_request"
 	fnOnResponse    = "on_response"
+	fnOnFile        = "on_file"
 )
 
 // scriptOptions are the language options: while loops and top-level
@@ -117,9 +118,9 @@ func compileError(err error) error {
 // script is a policy script whose top level has run: its globals are
 // frozen, so its hooks may run on many goroutines at once.
 type script struct {
-	isHostAllowed, onRequest, onResponse *starlark.Function
-	limits                               scriptLimits
-	print                                func(string)
+	isHostAllowed, onRequest, onResponse, onFile *starlark.Function
+	limits                                       scriptLimits
+	print                                        func(string)
 }
 
 // scriptLimits bound each call into a policy script.
@@ -154,6 +155,7 @@ func (src *scriptSource) load(limits scriptLimits, print func(string)) (*script,
 		{fnIsHostAllowed, 1, &s.isHostAllowed, "(host)"},
 		{fnOnRequest, 1, &s.onRequest, "(req)"},
 		{fnOnResponse, 2, &s.onResponse, "(resp, req)"},
+		{fnOnFile, 3, &s.onFile, "(op, path, size)"},
 	}
 	for _, h := range hooks {
 		v, ok := globals[h.name]
@@ -169,11 +171,11 @@ func (src *scriptSource) load(limits scriptLimits, print func(string)) (*script,
 		}
 		*h.dst = f
 	}
-	if s.isHostAllowed == nil && s.onRequest == nil && s.onResponse == nil {
+	if s.isHostAllowed == nil && s.onRequest == nil && s.onResponse == nil && s.onFile == nil {
 		if f, ok := globals["is_allowed"].(*starlark.Function); ok {
 			return nil, scriptErrorAt("", f.Position(), "is_allowed is not a hook: did you mean is_host_allowed(host)?")
 		}
-		return nil, &ScriptError{Msg: "the script defines none of is_host_allowed(host), on_request(req) and on_response(resp, req)"}
+		return nil, &ScriptError{Msg: "the script defines none of is_host_allowed(host), on_request(req), on_response(resp, req) and on_file(op, path, size)"}
 	}
 	return s, nil
 }

@@ -279,10 +279,13 @@ func TestScriptLoadErrors(t *testing.T) {
 		{"syntax", "def on_request(req):\n    return req\n  x = 1\n", Options{}, []string{"policy_script:3:"}},
 		{"top-level fault", "x = [1, 2]\ny = x[5]\ndef on_request(req):\n    return req\n", Options{}, []string{"policy_script:2:6:", "index 5 out of range"}},
 		{"top-level loop", "def f():\n    while True:\n        pass\n\nf()\n", Options{ScriptMaxSteps: 10_000}, []string{"policy_script:", "more than 10000 steps"}},
-		{"no hooks", "x = 1\n", Options{}, []string{"defines none of is_host_allowed(host), on_request(req) and on_response(resp, req)"}},
+		{"no hooks", "x = 1\n", Options{}, []string{"defines none of is_host_allowed(host), on_request(req), on_response(resp, req) and on_file(op, path, size)"}},
 		{"is_allowed", "def is_allowed(host):\n    return True\n", Options{}, []string{"policy_script:1:1", "did you mean is_host_allowed(host)?"}},
 		{"arity", "def on_response(resp):\n    return resp\n", Options{}, []string{"on_response takes 1 parameters: define it as def on_response(resp, req)"}},
 		{"not a function", "is_host_allowed = True\n", Options{}, []string{"is_host_allowed is a bool"}},
+		{"on_file arity", "def on_file(op, path):\n    return True\n", Options{}, []string{"policy_script:1:1:", "on_file takes 2 parameters: define it as def on_file(op, path, size)"}},
+		{"on_file kwonly", "def on_file(op, path, size, *, x = 1):\n    return True\n", Options{}, []string{"define it as def on_file(op, path, size)"}},
+		{"on_file not a function", "on_file = \"EPERM\"\n", Options{}, []string{"on_file is a string: define it as def on_file(op, path, size)"}},
 		{"load", "load(\"other.star\", \"f\")\n", Options{}, []string{"cannot load modules"}},
 	}
 	for _, tt := range tests {

@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,6 +91,106 @@ func FuzzScriptRewrite(f *testing.F) {
 			if _, ok := want[name]; !ok && !strings.HasPrefix(name, reservedPrefix) {
 				t.Errorf("global %s appeared once rewritten", name)
 			}
+		}
+	})
+}
+
+// fuzzFileScript is the on_file of FuzzFileDecision; fuzzFileWant is
+// what it should decide, written out again in Go.
+const fuzzFileScript = `
+def on_file(op, path, size):
+    if path.startswith("/errno/"):
+        return path[len("/errno/"):]
+    if path.startswith("/value/"):
+        return {"int": size, "none": None, "op": op, "list": [op]}.get(path[len("/value/"):], False)
+    if path.startswith("/loop/"):
+        while True:
+            size += 1
+    if op == "write" and size > 1 << 20:
+        return "EFBIG"
+    if op in ("remove", "rename") and path.endswith(".keep"):
+        return "EPERM"
+    return not path.startswith("/deny")
+`
+
+// fuzzFileWant returns the errno that fuzzFileScript decides, or ok
+// false when it fails.
+func fuzzFileWant(op, path string, size int64) (errno syscall.Errno, ok bool) {
+	if name, found := strings.CutPrefix(path, "/errno/"); found {
+		errno, ok = fileErrnos[name]
+		return errno, ok
+	}
+	if v, found := strings.CutPrefix(path, "/value/"); found {
+		if v == "op" {
+			errno, ok = fileErrnos[op]
+			return errno, ok
+		}
+		return syscall.EACCES, !slices.Contains([]string{"int", "none", "list"}, v)
+	}
+	switch {
+	case strings.HasPrefix(path, "/loop/"):
+		return 0, false
+	case op == FileOpWrite && size > 1<<20:
+		return syscall.EFBIG, true
+	case (op == FileOpRemove || op == FileOpRename) && strings.HasSuffix(path, ".keep"):
+		return syscall.EPERM, true
+	case strings.HasPrefix(path, "/deny"):
+		return syscall.EACCES, true
+	}
+	return 0, true
+}
+
+// FuzzFileDecision runs on_file on any op, path and size: it decides as
+// the script says, fails as a *ScriptError (denying with EACCES) when
+// the script does, and refuses an op it does not know.
+func FuzzFileDecision(f *testing.F) {
+	p, err := New(Config{PolicyScript: fuzzFileScript}, Options{ScriptMaxSteps: 50_000})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []struct {
+		op, path string
+		size     int64
+	}{
+		{"write", "/workspace/a", 4096},
+		{"write", "/workspace/a", 2 << 20},
+		{"truncate", "/workspace/a", 2 << 20},
+		{"remove", "/workspace/.keep", 0},
+		{"rename", "/deny/x.keep", 0},
+		{"create", "/deny/x", 0},
+		{"open", "/errno/EROFS", 0},
+		{"mkdir", "/errno/eperm", 0},
+		{"chmod", "/errno/E\xffX", 0},
+		{"chown", "/value/int", -1},
+		{"utimens", "/value/none", 0},
+		{"EDQUOT", "/value/op", 0},
+		{"link", "/value/op", 0},
+		{"symlink", "/value/list", 0},
+		{"write", "/loop/", 1 << 62},
+		{"read", "/workspace/a", 0},
+		{"", "", 0},
+	} {
+		f.Add(seed.op, seed.path, seed.size)
+	}
+	f.Fuzz(func(t *testing.T, op, path string, size int64) {
+		errno, err := p.FileDecision(context.Background(), op, path, size)
+		if !slices.Contains(fileOps, op) {
+			var se *ScriptError
+			if errno != syscall.EACCES || err == nil || errors.As(err, &se) {
+				t.Fatalf("unknown op %q: %v, %v; want EACCES and an error", op, errno, err)
+			}
+			return
+		}
+		want, ok := fuzzFileWant(op, path, size)
+		if !ok {
+			var se *ScriptError
+			if !errors.As(err, &se) || se.Func != fnOnFile || errno != syscall.EACCES {
+				t.Fatalf("FileDecision(%q, %q, %d) = %v, %v; want EACCES and an on_file ScriptError", op, path, size, errno, err)
+			}
+			return
+		}
+		if err != nil || errno != want {
+			t.Fatalf("FileDecision(%q, %q, %d) = %v (%d), %v; want %v (%d)", op, path, size, errno, errno, err, want, want)
 		}
 	})
 }
