@@ -27,6 +27,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 // backend is what an isolation boundary provides once its agent is running.
@@ -152,7 +153,11 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsys, err := buildVFS(&c, nil)
+	var pol *policy.Policy
+	if nw != nil {
+		pol = nw.policy
+	}
+	fsys, err := buildVFS(&c, pol, nil)
 	if err != nil {
 		nw.close()
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/policy"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -299,4 +300,33 @@ func TestVFSConfigErrors(t *testing.T) {
 			t.Errorf("%+v: error %v, want one with %q", c.v, err, c.want)
 		}
 	}
+}
+
+// The policy script's on_file decides on files as Go hooks do, for
+// JSON-RPC users.
+func TestVFSPolicyScriptOnFile(t *testing.T) {
+	needFUSE(t)
+	if os.Getuid() != 0 {
+		t.Skip("a network policy needs root here")
+	}
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	var ev events
+	sb := newSandbox(t, airlock.Config{
+		Network: &policy.Config{PolicyScript: `
+def on_file(op, path, size):
+    if path.startswith("/workspace/locked"):
+        return "EROFS"
+    if op == "write" and size > 1000:
+        return False
+    return True
+`},
+		VFS:     airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/workspace": {Type: airlock.MountMemory}}},
+		OnEvent: ev.on,
+	})
+	out := mustRun(t, ctx, sb, `cd /workspace; echo small > ok; (echo x > locked) 2>&1; head -c 5000 /dev/zero > big 2>&1 || echo big-refused; cat ok`)
+	if !strings.Contains(out, "Read-only file system") || !strings.Contains(out, "big-refused") || !strings.HasSuffix(out, "small\n") {
+		t.Errorf("on_file decisions: %q", out)
+	}
+	ev.wait(t, "blocked create of locked", func(f airlock.FileEvent) bool { return f.Path == "/workspace/locked" && f.Blocked })
 }

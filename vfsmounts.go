@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/internal/vfsproto"
+	"github.com/airlock-sandbox/airlock/policy"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -31,7 +34,7 @@ type sandboxVFS struct {
 
 // buildVFS makes the providers c describes. It returns nil when c has
 // no programmable mount.
-func buildVFS(c *Config, emit func(Event)) (*sandboxVFS, error) {
+func buildVFS(c *Config, pol *policy.Policy, emit func(Event)) (*sandboxVFS, error) {
 	all := make(map[string]vfs.Provider, len(c.VFS.Mounts)+len(c.VFS.Providers))
 	watched := map[string]vfs.Watcher{}
 	for _, t := range sortedKeys(c.VFS.Mounts) {
@@ -73,8 +76,51 @@ func buildVFS(c *Config, emit func(Event)) (*sandboxVFS, error) {
 	if hooksSet(c.VFS.Hooks) {
 		tree = vfs.WithHooks(tree, c.VFS.Hooks)
 	}
+	if pol != nil && pol.HasFileHook() {
+		tree = vfs.WithHooks(tree, scriptHooks(pol, c.Logger))
+	}
 	v.tree = vfs.Observe(tree, v.event)
 	return v, nil
+}
+
+// scriptHooks asks the policy script's on_file about each change: writes
+// and creations, truncations, removals and both names of a rename. A
+// script that fails denies (EACCES), and its error is logged.
+func scriptHooks(pol *policy.Policy, log *slog.Logger) vfs.Hooks {
+	ask := func(ctx context.Context, op, p string, size int64) error {
+		errno, err := pol.FileDecision(ctx, op, p, size)
+		if err != nil {
+			log.Warn("policy script on_file failed: denied", "op", op, "path", p, "err", err)
+		}
+		if errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	return vfs.Hooks{
+		BeforeOpen: func(ctx context.Context, p string, flags int) error {
+			switch {
+			case flags&os.O_CREATE != 0:
+				return ask(ctx, policy.FileOpCreate, p, 0)
+			case flags&(os.O_WRONLY|os.O_RDWR) != 0:
+				return ask(ctx, policy.FileOpOpen, p, 0)
+			}
+			return nil
+		},
+		BeforeWrite: func(ctx context.Context, p string, off int64, n int) error {
+			if n == 0 {
+				return ask(ctx, policy.FileOpTruncate, p, off)
+			}
+			return ask(ctx, policy.FileOpWrite, p, int64(n))
+		},
+		BeforeRemove: func(ctx context.Context, p string) error { return ask(ctx, policy.FileOpRemove, p, 0) },
+		BeforeRename: func(ctx context.Context, from, to string) error {
+			if err := ask(ctx, policy.FileOpRename, from, 0); err != nil {
+				return err
+			}
+			return ask(ctx, policy.FileOpRename, to, 0)
+		},
+	}
 }
 
 // hooksSet reports whether h has any hook.
