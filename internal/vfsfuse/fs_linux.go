@@ -85,7 +85,6 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	// flush of its own (FOPEN_NOFLUSH): no FLUSH request on close.
 	fsys.openFlags = fuse.FOPEN_NOFLUSH
 	root := &node{fsys: fsys}
-	zero := time.Duration(0)
 	mo := fuse.MountOptions{
 		MaxWrite:             cmpOr(opts.MaxWrite, DefaultMaxWrite),
 		MaxReadAhead:         cmpOr(opts.MaxReadAhead, DefaultReadAhead),
@@ -105,7 +104,10 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 		MountOptions:    mo,
 		AttrTimeout:     &fsys.attrTimeout,
 		EntryTimeout:    &fsys.entryTimeout,
-		NegativeTimeout: &zero,
+		// A name found missing is remembered as long as one found:
+		// a provider's own changes drop it (Invalidate), and a change
+		// behind a provider's back shows after the same delay.
+		NegativeTimeout: &fsys.entryTimeout,
 		// Modes are the provider's, 0 included: the kernel checks
 		// permissions (default_permissions) from them.
 		NullPermissions: true,
