@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
@@ -38,9 +39,29 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 
 // WriteFileFrom streams r into path inside the sandbox.
 func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, mode fs.FileMode) error {
-	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpWriteFile, Path: path, Mode: uint32(mode.Perm())})
+	_, err := s.writeFile(ctx, agentproto.Request{Op: agentproto.OpWriteFile, Path: path, Mode: uint32(mode.Perm())}, r)
+	return err
+}
+
+// WriteFileAt streams r into the file at path inside the sandbox, from
+// offset, in place: the rest of the file stays, and with truncate the
+// file is cut where the write ends. A missing file is made with mode's
+// permission bits (0: 0644), and its missing parent directories too; a
+// final symlink is refused, not followed. Writing at offset 0 with
+// truncate rewrites a file in place; a write past the end leaves a hole.
+// It returns the bytes written.
+func (s *Sandbox) WriteFileAt(ctx context.Context, path string, r io.Reader, offset int64, mode fs.FileMode, truncate bool) (int64, error) {
+	if offset < 0 {
+		return 0, fmt.Errorf("write %s: negative offset %d", path, offset)
+	}
+	return s.writeFile(ctx, agentproto.Request{Op: agentproto.OpWriteFile, Path: path, Mode: uint32(mode.Perm()), Offset: offset, InPlace: true, Truncate: truncate}, r)
+}
+
+func (s *Sandbox) writeFile(ctx context.Context, req agentproto.Request, r io.Reader) (int64, error) {
+	path := req.Path
+	st, err := s.open(ctx, req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer st.Close()
 	// The agent answers once: after the upload, or as soon as it fails (a
@@ -62,16 +83,16 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, m
 		st.Conn.Close()
 		_ = st.Conn.SetReadDeadline(time.Now())
 		<-reply
-		return fmt.Errorf("write %s: %w", path, sendErr)
+		return n, fmt.Errorf("write %s: %w", path, sendErr)
 	}
 	if err := <-reply; err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return n, fmt.Errorf("write %s: %w", path, err)
 	}
 	if sendErr != nil {
-		return fmt.Errorf("write %s: %w", path, sendErr)
+		return n, fmt.Errorf("write %s: %w", path, sendErr)
 	}
 	s.emit(Event{Type: EventFile, File: &FileEvent{Op: "write", Path: path, Size: n}})
-	return nil
+	return n, nil
 }
 
 // sourceError is a failure to read the caller's data, as opposed to a
@@ -119,9 +140,34 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 	if max <= 0 {
 		max = DefaultMaxReadBytes
 	}
-	st, err := s.open(ctx, agentproto.Request{Op: agentproto.OpReadFile, Path: path, MaxBytes: max})
+	info, _, err := s.readFile(ctx, agentproto.Request{Op: agentproto.OpReadFile, Path: path, MaxBytes: max}, w)
+	return info, err
+}
+
+// ReadFileAt streams length bytes of a file in the sandbox, from offset,
+// into w; length 0 reads to the end of the file, however large. It
+// returns the file's info (its whole size) and the bytes written, fewer
+// than length when the file ends first (none when offset is at or past
+// its end). Memory stays flat whatever the size: data goes to w as it
+// comes.
+func (s *Sandbox) ReadFileAt(ctx context.Context, path string, w io.Writer, offset, length int64) (FileInfo, int64, error) {
+	if offset < 0 || length < 0 {
+		return FileInfo{}, 0, fmt.Errorf("read %s: negative offset or length", path)
+	}
+	return s.readFile(ctx, agentproto.Request{Op: agentproto.OpReadFile, Path: path, Offset: offset, Length: length}, w)
+}
+
+func (s *Sandbox) readFile(ctx context.Context, req agentproto.Request, w io.Writer) (FileInfo, int64, error) {
+	path, max := req.Path, req.MaxBytes
+	if max <= 0 {
+		max = math.MaxInt64
+	}
+	if req.Length > 0 {
+		max = min(max, req.Length)
+	}
+	st, err := s.open(ctx, req)
 	if err != nil {
-		return FileInfo{}, err
+		return FileInfo{}, 0, err
 	}
 	defer st.Close()
 	c := st.c
@@ -130,7 +176,7 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 	for {
 		var m agentproto.Msg
 		if err := s.readReply(ctx, c, &m); err != nil {
-			return info, fmt.Errorf("read %s: %w", path, err)
+			return info, n, fmt.Errorf("read %s: %w", path, err)
 		}
 		switch m.K {
 		case agentproto.KInfo:
@@ -138,21 +184,23 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, max 
 				info = fromProto(*m.Info)
 				// Size the destination once rather than growing it
 				// frame by frame (bytes.Buffer and the like).
-				if g, ok := w.(interface{ Grow(int) }); ok && info.Size > 0 && info.Size <= max {
-					g.Grow(int(info.Size))
+				if want := min(info.Size-req.Offset, max); want > 0 && want <= DefaultMaxReadBytes {
+					if g, ok := w.(interface{ Grow(int) }); ok {
+						g.Grow(int(want))
+					}
 				}
 			}
 		case agentproto.KData:
 			n += int64(len(m.Data))
 			if n > max {
-				return info, fmt.Errorf("read %s: more than the %d byte limit", path, max)
+				return info, n, fmt.Errorf("read %s: more than the %d byte limit", path, max)
 			}
 			if _, err := w.Write(m.Data); err != nil {
-				return info, fmt.Errorf("read %s: %w", path, err)
+				return info, n, fmt.Errorf("read %s: %w", path, err)
 			}
 		case agentproto.KEnd:
 			s.emit(Event{Type: EventFile, File: &FileEvent{Op: "read", Path: path, Size: n}})
-			return info, nil
+			return info, n, nil
 		}
 	}
 }
@@ -213,6 +261,41 @@ func (s *Sandbox) Remove(ctx context.Context, path string, recursive bool) error
 	if err == nil {
 		s.emit(Event{Type: EventFile, File: &FileEvent{Op: "remove", Path: path}})
 	}
+	return err
+}
+
+// Symlink makes path a symbolic link to target, making its missing parent
+// directories and replacing a file or link at path (not a directory).
+// The target is stored as given, and nothing follows it: it resolves,
+// like every path here, inside the sandbox.
+func (s *Sandbox) Symlink(ctx context.Context, target, path string) error {
+	_, err := s.simple(ctx, agentproto.Request{Op: agentproto.OpSymlink, Path: path, Link: target}, "symlink")
+	if err == nil {
+		s.emit(Event{Type: EventFile, File: &FileEvent{Op: "symlink", Path: path}})
+	}
+	return err
+}
+
+// FileAttr is what SetAttr changes: the permission bits (Mode.Perm())
+// when SetMode, and the modification time when ModTime is not zero.
+type FileAttr struct {
+	SetMode bool
+	Mode    fs.FileMode
+	ModTime time.Time
+}
+
+// SetAttr changes the permission bits or the modification time of path,
+// without following a final symlink (a link keeps its mode, which Linux
+// ignores, and gets the time).
+func (s *Sandbox) SetAttr(ctx context.Context, path string, attr FileAttr) error {
+	req := agentproto.Request{Op: agentproto.OpSetAttr, Path: path, SetMode: attr.SetMode, Mode: uint32(attr.Mode.Perm())}
+	if !attr.ModTime.IsZero() {
+		req.ModTime = attr.ModTime.UnixNano()
+		if req.ModTime == 0 {
+			req.ModTime = 1 // the epoch itself; 0 means no change
+		}
+	}
+	_, err := s.simple(ctx, req, "set_attr")
 	return err
 }
 

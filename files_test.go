@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"slices"
@@ -414,5 +415,140 @@ func TestFilesSpecialFiles(t *testing.T) {
 	}
 	if err := sb.WriteFile(ctx, "/tmp/after", []byte("x"), 0o644); err != nil {
 		t.Errorf("WriteFile after the FIFO read: %v", err)
+	}
+}
+
+// TestFilesOffsetLength: ReadFileAt reads parts of a file from an offset,
+// WriteFileAt writes into one in place (holes past the end, truncation
+// only when asked), and a final symlink is refused by a write in place.
+func TestFilesOffsetLength(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	data := binaryData()
+	if err := sb.WriteFile(ctx, "/workspace/f", data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ off, length int64 }{
+		{0, 0}, {0, 10}, {5, 100}, {int64(len(data)) - 3, 10}, {int64(len(data)), 5}, {int64(len(data)) + 100, 0}, {70000, 0}, {1, 200000},
+	} {
+		var b bytes.Buffer
+		info, n, err := sb.ReadFileAt(ctx, "/workspace/f", &b, c.off, c.length)
+		if err != nil {
+			t.Fatalf("ReadFileAt(%d, %d): %v", c.off, c.length, err)
+		}
+		lo := min(c.off, int64(len(data)))
+		hi := int64(len(data))
+		if c.length > 0 {
+			hi = min(hi, c.off+c.length)
+		}
+		hi = max(hi, lo)
+		if want := data[lo:hi]; n != int64(len(want)) || !bytes.Equal(b.Bytes(), want) || info.Size != int64(len(data)) {
+			t.Errorf("ReadFileAt(%d, %d): %d bytes (size %d), want %d", c.off, c.length, n, info.Size, len(want))
+		}
+	}
+	if _, _, err := sb.ReadFileAt(ctx, "/workspace/f", io.Discard, -1, 0); err == nil {
+		t.Error("ReadFileAt at a negative offset succeeded")
+	}
+
+	// In place: the middle changes, the rest stays, the mode stays.
+	if _, err := sb.WriteFileAt(ctx, "/workspace/f", strings.NewReader("XYZ"), 10, 0o600, false); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(data)
+	copy(want[10:], "XYZ")
+	if got, _ := sb.ReadFile(ctx, "/workspace/f"); !bytes.Equal(got, want) {
+		t.Error("a write in place at 10 changed more than 3 bytes")
+	}
+	if fi, _ := sb.Stat(ctx, "/workspace/f"); fi.Mode.Perm() != 0o640 {
+		t.Errorf("a write in place changed the mode to %v", fi.Mode)
+	}
+	// Truncate cuts where the write ends.
+	if n, err := sb.WriteFileAt(ctx, "/workspace/f", strings.NewReader("end"), 4, 0, true); err != nil || n != 3 {
+		t.Fatalf("WriteFileAt with truncate: %d, %v", n, err)
+	}
+	if got, _ := sb.ReadFile(ctx, "/workspace/f"); !bytes.Equal(got, append(slices.Clone(want[:4]), "end"...)) {
+		t.Errorf("after a truncating write: %q", got)
+	}
+	// A new file, with a hole before the data, and its parents.
+	if _, err := sb.WriteFileAt(ctx, "/workspace/new/sparse", strings.NewReader("tail"), 5<<30, 0o604, false); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, ctx, sb, "stat -c '%s %a' /workspace/new/sparse; tail -c 4 /workspace/new/sparse"); out != fmt.Sprintf("%d 604\ntail", 5<<30+4) {
+		t.Errorf("a write past 5 GiB in a new file: %q", out)
+	}
+	var b bytes.Buffer
+	if _, n, err := sb.ReadFileAt(ctx, "/workspace/new/sparse", &b, 5<<30-2, 0); err != nil || n != 6 || b.String() != "\x00\x00tail" {
+		t.Errorf("ReadFileAt past 5 GiB: %d, %q, %v", n, b.String(), err)
+	}
+	// A final symlink is refused, its target untouched; so are
+	// directories and FIFOs.
+	mustRun(t, ctx, sb, "echo target > /workspace/target; ln -s target /workspace/link; mkfifo /workspace/fifo")
+	for _, p := range []string{"/workspace/link", "/workspace/new", "/workspace/fifo", "/proc/self/environ"} {
+		if _, err := sb.WriteFileAt(ctx, p, strings.NewReader("x"), 0, 0, false); err == nil {
+			t.Errorf("WriteFileAt %s succeeded", p)
+		}
+	}
+	if out := mustRun(t, ctx, sb, "cat /workspace/target"); out != "target\n" {
+		t.Errorf("a write in place through a link changed its target: %q", out)
+	}
+}
+
+// TestFilesSymlinkSetAttr: Symlink makes links that are stored as given
+// and replace files and links (not directories); SetAttr sets modes and
+// times without following a final link.
+func TestFilesSymlinkSetAttr(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	mustRun(t, ctx, sb, "mkdir -p /workspace/d && echo keep > /workspace/keep && echo old > /workspace/old")
+	for p, target := range map[string]string{
+		"/workspace/l1":        "../../../../etc/passwd",
+		"/workspace/l2":        "/proc/self/root",
+		"/workspace/sub/l3":    "dangling",
+		"/workspace/old":       "keep",
+		"/workspace/l2/x/../y": "z",
+	} {
+		err := sb.Symlink(ctx, target, p)
+		if strings.Contains(p, "/l2/") {
+			if err == nil {
+				t.Errorf("Symlink through a magic link %s succeeded", p)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Symlink %s: %v", p, err)
+		}
+		if fi, err := sb.Stat(ctx, p); err != nil || fi.Link != target || fi.Mode&fs.ModeSymlink == 0 {
+			t.Errorf("Stat %s: %+v, %v; want a link to %s", p, fi, err, target)
+		}
+	}
+	if err := sb.Symlink(ctx, "x", "/workspace/d"); err == nil {
+		t.Error("Symlink over a directory succeeded")
+	}
+	if err := sb.Symlink(ctx, "", "/workspace/empty"); err == nil {
+		t.Error("Symlink to an empty target succeeded")
+	}
+
+	when := time.Date(2001, 2, 3, 4, 5, 6, 7000, time.UTC)
+	if err := sb.SetAttr(ctx, "/workspace/keep", airlock.FileAttr{SetMode: true, Mode: 0o751, ModTime: when}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetAttr(ctx, "/workspace/d", airlock.FileAttr{SetMode: true, Mode: 0o500, ModTime: when}); err != nil {
+		t.Fatal(err)
+	}
+	// A link gets its time; its mode is left, and its target untouched.
+	if err := sb.SetAttr(ctx, "/workspace/old", airlock.FileAttr{SetMode: true, Mode: 0o600, ModTime: when.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, ctx, sb, "stat -c '%n %a %y' /workspace/keep /workspace/d; stat -c '%n %Y' /workspace/old")
+	wantOut := fmt.Sprintf("/workspace/keep 751 2001-02-03 04:05:06.000007000 +0000\n/workspace/d 500 2001-02-03 04:05:06.000007000 +0000\n/workspace/old %d\n", when.Add(time.Hour).Unix())
+	if out != wantOut {
+		t.Errorf("after SetAttr:\n%s\nwant\n%s", out, wantOut)
+	}
+	for _, p := range []string{"/proc/self/environ", "/workspace/l2/environ", "/workspace/missing"} {
+		if err := sb.SetAttr(ctx, p, airlock.FileAttr{SetMode: true, Mode: 0o777}); err == nil {
+			t.Errorf("SetAttr %s succeeded", p)
+		}
 	}
 }

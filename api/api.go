@@ -43,6 +43,8 @@ const (
 	MethodStat        = "stat"
 	MethodMkdir       = "mkdir"
 	MethodRemove      = "remove"
+	MethodSymlink     = "symlink"  // SymlinkParams
+	MethodSetAttr     = "set_attr" // SetAttrParams
 	MethodClose       = "close"
 	MethodSubscribe   = "events.subscribe"
 	MethodUnsubscribe = "events.unsubscribe"
@@ -344,11 +346,18 @@ type ResizeParams struct {
 }
 
 // WriteFileParams writes a whole file; mode defaults to 0644 (420).
+// With Offset (0 included), the content is written into the file at that
+// offset, in place: the rest of the file stays (a missing file is made
+// with Mode), and Truncate cuts the file where the content ends. Large
+// files are written so, in parts; a final symlink is then refused rather
+// than followed.
 type WriteFileParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Path      string `json:"path"`
 	Content   string `json:"content"`
 	Mode      uint32 `json:"mode,omitempty"`
+	Offset    *int64 `json:"offset,omitempty"`
+	Truncate  bool   `json:"truncate,omitempty"`
 }
 
 // WriteFileResult reports what was written.
@@ -366,17 +375,24 @@ type PathParams struct {
 // (default, and most, what fits in one message: 64 MiB with the default
 // 128 MiB message limit); a larger file is refused with CodeFileError,
 // kind too_large.
+//
+// Offset and Length read a part: Length bytes from Offset (0: to the
+// end), within MaxBytes, so that a file of any size is read in parts.
 type ReadFileParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Path      string `json:"path"`
 	MaxBytes  int64  `json:"max_bytes,omitempty"`
+	Offset    int64  `json:"offset,omitempty"`
+	Length    int64  `json:"length,omitempty"`
 }
 
-// ReadFileResult carries a file's content.
+// ReadFileResult carries a file's content: Size bytes of it, from the
+// offset asked for, of a file of FileSize bytes.
 type ReadFileResult struct {
-	Content string `json:"content"`
-	Size    int64  `json:"size"`
-	Mode    uint32 `json:"mode"`
+	Content  string `json:"content"`
+	Size     int64  `json:"size"`
+	Mode     uint32 `json:"mode"`
+	FileSize int64  `json:"file_size"`
 }
 
 // FileInfo describes a file; Mode holds the permission bits (and
@@ -408,6 +424,24 @@ type RemoveParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// SymlinkParams makes Path a symbolic link to Target (stored as given,
+// never followed), replacing a file or link at Path.
+type SymlinkParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Path      string `json:"path"`
+	Target    string `json:"target"`
+}
+
+// SetAttrParams sets Path's permission bits (Mode, at most 0777) and
+// modification time (ModTime), each when present, without following a
+// final symlink.
+type SetAttrParams struct {
+	SandboxID string     `json:"sandbox_id,omitempty"`
+	Path      string     `json:"path"`
+	Mode      *uint32    `json:"mode,omitempty"`
+	ModTime   *time.Time `json:"mod_time,omitempty"`
 }
 
 // AttachParams attaches to a detached sandbox's main command. Mode is

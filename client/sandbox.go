@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -172,12 +173,23 @@ func (s *Sandbox) setID(id *string) {
 // WriteFile writes data to path, replacing the file. mode holds the
 // permission bits; 0 means 0644.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	return s.writeFile(ctx, api.WriteFileParams{SandboxID: s.id, Path: path, Mode: unixMode(mode)}, data)
+}
+
+// WriteFileAt writes data into the file at path from offset, in place:
+// the rest of the file stays, and with truncate the file is cut where
+// data ends. A missing file is made with mode's permission bits (0:
+// 0644); a final symlink is refused, not followed.
+func (s *Sandbox) WriteFileAt(ctx context.Context, path string, offset int64, data []byte, mode fs.FileMode, truncate bool) error {
+	return s.writeFile(ctx, api.WriteFileParams{SandboxID: s.id, Path: path, Mode: unixMode(mode), Offset: &offset, Truncate: truncate}, data)
+}
+
+func (s *Sandbox) writeFile(ctx context.Context, params api.WriteFileParams, data []byte) error {
 	// The base64 of data goes straight into the request line, without
 	// encoding/json going over it.
 	// The line is written into memory kept from an earlier large line if
 	// there is some, and kept in turn once sent.
-	params := api.WriteFileParams{SandboxID: s.id, Path: path, Mode: unixMode(mode)}
-	n := base64.StdEncoding.EncodedLen(len(data)) + 2*len(path) + len(s.id) + 128
+	n := base64.StdEncoding.EncodedLen(len(data)) + 2*len(params.Path) + len(s.id) + 192
 	line := requestHead(jsonblob.Buffer(n+128), api.MethodWriteFile, n)
 	line, err := jsonblob.AppendMarshal(line, params, "content", data)
 	if err != nil {
@@ -188,21 +200,90 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 	return err
 }
 
+// StreamChunk is how much of a file WriteFileFrom and ReadFileTo carry
+// in one request.
+const StreamChunk = 8 << 20
+
+// WriteFileFrom writes what r yields to path, replacing the file, in
+// requests of StreamChunk bytes, so that a file of any size goes with
+// memory flat on both sides. The first part replaces the file (a link
+// there is replaced, not followed) and the others are written after it
+// in place; when one fails, the file is left partial. It returns the
+// bytes written.
+func (s *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, mode fs.FileMode) (int64, error) {
+	buf := make([]byte, StreamChunk)
+	var off int64
+	for {
+		k, err := io.ReadFull(r, buf)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return off, fmt.Errorf("airlock write_file %s: read the source: %w", path, err)
+		}
+		if off == 0 {
+			if werr := s.WriteFile(ctx, path, buf[:k], mode); werr != nil {
+				return off, werr
+			}
+		} else if k > 0 {
+			if werr := s.WriteFileAt(ctx, path, off, buf[:k], mode, false); werr != nil {
+				return off, werr
+			}
+		}
+		off += int64(k)
+		if err != nil || k == 0 {
+			return off, nil
+		}
+	}
+}
+
 // ReadFile returns the content of the file at path. A missing file is an
 // error matching fs.ErrNotExist. A file larger than one message holds
 // (Info's MaxMessageBytes, less a quarter for base64) is refused with an
-// *Error whose FileErrorKind is FileTooLarge: read it in parts with Exec.
+// *Error whose FileErrorKind is FileTooLarge: read it in parts with
+// ReadFileAt, or stream it with ReadFileTo.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	raw, err := json.Marshal(api.ReadFileParams{SandboxID: s.id, Path: path})
+	b, _, err := s.readFile(ctx, api.ReadFileParams{SandboxID: s.id, Path: path})
+	return b, err
+}
+
+// ReadFileAt returns length bytes of the file at path from offset (fewer
+// where the file ends; length 0: to the end, within what one message
+// holds), and the file's whole size.
+func (s *Sandbox) ReadFileAt(ctx context.Context, path string, offset, length int64) ([]byte, int64, error) {
+	b, r, err := s.readFile(ctx, api.ReadFileParams{SandboxID: s.id, Path: path, Offset: offset, Length: length})
+	return b, r.FileSize, err
+}
+
+// ReadFileTo writes the content of the file at path to w, read in
+// requests of StreamChunk bytes, so that a file of any size goes with
+// memory flat on both sides. It returns the bytes written.
+func (s *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer) (int64, error) {
+	var off int64
+	for {
+		b, _, err := s.ReadFileAt(ctx, path, off, StreamChunk)
+		if err != nil {
+			return off, err
+		}
+		if _, err := w.Write(b); err != nil {
+			return off, fmt.Errorf("airlock read_file %s: %w", path, err)
+		}
+		off += int64(len(b))
+		if len(b) < StreamChunk {
+			return off, nil
+		}
+	}
+}
+
+func (s *Sandbox) readFile(ctx context.Context, params api.ReadFileParams) ([]byte, api.ReadFileResult, error) {
+	path := params.Path
+	var r api.ReadFileResult
+	raw, err := json.Marshal(params)
 	if err != nil {
-		return nil, fmt.Errorf("airlock %s: encoding params: %w", api.MethodReadFile, err)
+		return nil, r, fmt.Errorf("airlock %s: encoding params: %w", api.MethodReadFile, err)
 	}
 	// A large file's content comes cut out of the response line, as its
 	// base64 text.
-	var r api.ReadFileResult
 	cut, line, err := s.c.roundTrip(ctx, api.MethodReadFile, appendParams(requestHead(nil, api.MethodReadFile, len(raw)), raw), nil, &r, []string{"content"})
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	var b []byte
 	if cut != nil {
@@ -212,13 +293,35 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	} else {
 		b, err = decodeBase64("file content", r.Content)
 	}
+	r.Content = ""
 	if err != nil {
-		return nil, fmt.Errorf("airlock read_file %s: %w", path, err)
+		return nil, r, fmt.Errorf("airlock read_file %s: %w", path, err)
 	}
 	if b == nil {
 		b = []byte{}
 	}
-	return b, nil
+	return b, r, nil
+}
+
+// Symlink makes path a symbolic link to target (stored as given, never
+// followed), replacing a file or link at path.
+func (s *Sandbox) Symlink(ctx context.Context, target, path string) error {
+	return s.c.call(ctx, api.MethodSymlink, api.SymlinkParams{SandboxID: s.id, Path: path, Target: target}, nil)
+}
+
+// SetAttr sets the permission bits of path to mode (when mode is not nil)
+// and its modification time to mtime (when not zero), without following
+// a final symlink.
+func (s *Sandbox) SetAttr(ctx context.Context, path string, mode *fs.FileMode, mtime time.Time) error {
+	p := api.SetAttrParams{SandboxID: s.id, Path: path}
+	if mode != nil {
+		m := unixMode(*mode)
+		p.Mode = &m
+	}
+	if !mtime.IsZero() {
+		p.ModTime = &mtime
+	}
+	return s.c.call(ctx, api.MethodSetAttr, p, nil)
 }
 
 // ListFiles lists the directory at path. fs.FileMode(info.Mode) gives each

@@ -462,3 +462,140 @@ func (u *upload) abort() {
 	_ = unix.Unlinkat(u.dir, u.tmp, 0)
 	unix.Close(u.dir)
 }
+
+// openWrite opens the regular file p for writing in place, making it
+// (with mode, and its missing parent directories) if it is missing. A
+// final symlink is refused rather than followed, and so is anything but
+// a regular file.
+func (s *sandboxFS) openWrite(p string, mode uint32) (*os.File, error) {
+	if p == "/" {
+		return nil, agentproto.Errorf(agentproto.CodeIsDir, "/ is a directory")
+	}
+	dir, err := s.mkdirAll(path.Dir(p), 0o755)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	name := path.Base(p)
+	// One name below a resolved directory, which may be a mount point
+	// (a bound file): no symlink, no magic link. O_NONBLOCK: a FIFO
+	// fails rather than waits for a reader.
+	const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+	flags := uint64(unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_NONBLOCK)
+	created := true
+	fd, err := openat2(dir, name, flags|unix.O_CREAT|unix.O_EXCL, uint64(mode), resolve)
+	if errors.Is(err, unix.EEXIST) {
+		created = false
+		fd, err = openat2(dir, name, flags, 0, resolve)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("write %s: it is a symbolic link, which a write at an offset does not follow: write to its target", p))
+		}
+		return nil, pathError("write", p, err)
+	}
+	if err := checkFS(fd, p); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, agentproto.Errorf(agentproto.CodeInvalid, p+" is not a regular file")
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if created {
+		// The exact bits, whatever the agent's umask.
+		if err := unix.Fchmod(fd, mode); err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// symlink makes p a symbolic link to target, making p's missing parent
+// directories, and replacing a file or link at p (not a directory). The
+// target is stored as it is; nothing here ever follows it.
+func (s *sandboxFS) symlink(p, target string) error {
+	if p == "/" {
+		return agentproto.Errorf(agentproto.CodeIsDir, "/ is a directory")
+	}
+	if target == "" || len(target) > maxPath || strings.IndexByte(target, 0) >= 0 {
+		return agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("symlink %s: the target must be 1 to %d bytes, without NUL", p, maxPath))
+	}
+	dir, err := s.mkdirAll(path.Dir(p), 0o755)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := ".airlock-link-" + hex.EncodeToString(r[:])
+	if err := unix.Symlinkat(target, dir, tmp); err != nil {
+		return &os.PathError{Op: "symlink", Path: p, Err: err}
+	}
+	if err := unix.Renameat(dir, tmp, dir, path.Base(p)); err != nil {
+		_ = unix.Unlinkat(dir, tmp, 0)
+		return &os.PathError{Op: "symlink", Path: p, Err: err}
+	}
+	return nil
+}
+
+// setAttr sets p's permission bits (with setMode) and modification time
+// (when mtime is not 0, in Unix nanoseconds), never following a final
+// symlink: a link gets its time, and keeps its mode (Linux has no mode
+// for links).
+func (s *sandboxFS) setAttr(p string, setMode bool, mode uint32, mtime int64) error {
+	fd, err := s.resolve("set_attr", p, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "set_attr", Path: p, Err: err}
+	}
+	kind := st.Mode & unix.S_IFMT
+	if setMode && kind != unix.S_IFLNK {
+		if kind != unix.S_IFREG && kind != unix.S_IFDIR {
+			return agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("chmod %s: not a regular file or directory", p))
+		}
+		// fchmod needs a descriptor that is not O_PATH: open the same
+		// name again, never following, and check it is the same file.
+		flags := uint64(unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_NONBLOCK)
+		if kind == unix.S_IFDIR {
+			flags |= unix.O_DIRECTORY
+		}
+		rfd, err := s.resolve("chmod", p, flags)
+		if err != nil {
+			return err
+		}
+		var st2 unix.Stat_t
+		err = unix.Fstat(rfd, &st2)
+		if err == nil && (st2.Dev != st.Dev || st2.Ino != st.Ino) {
+			err = unix.ESTALE
+		}
+		if err == nil {
+			err = unix.Fchmod(rfd, mode)
+		}
+		unix.Close(rfd)
+		if err != nil {
+			return &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
+	}
+	if mtime != 0 {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
+		if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &os.PathError{Op: "utimes", Path: p, Err: err}
+		}
+	}
+	return nil
+}

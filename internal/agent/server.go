@@ -122,7 +122,7 @@ func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 	case agentproto.OpExec:
 		err = s.exec(ctx, c, st, req.Exec)
 	case agentproto.OpWriteFile, agentproto.OpReadFile, agentproto.OpListFiles,
-		agentproto.OpStat, agentproto.OpMkdir, agentproto.OpRemove:
+		agentproto.OpStat, agentproto.OpMkdir, agentproto.OpRemove, agentproto.OpSymlink, agentproto.OpSetAttr:
 		err = s.file(c, &req)
 	case agentproto.OpVFS:
 		kept, err = s.serveVFS(c, st, req.Path)

@@ -37,6 +37,13 @@ const (
 	OpStat      Op = "stat"
 	OpMkdir     Op = "mkdir"
 	OpRemove    Op = "remove"
+	// OpSymlink makes Path a symbolic link to Link, replacing a file or
+	// link there (never a directory), and never following it.
+	OpSymlink Op = "symlink"
+	// OpSetAttr sets the permission bits (when SetMode) and the
+	// modification time (when ModTime is not 0) of Path, without
+	// following a final symlink: a link's mode is left alone.
+	OpSetAttr Op = "set_attr"
 	// OpVFS carries a programmable mount's file system requests: the
 	// host opens one stream per mount (Request.Path names its target)
 	// once the agent is ready; the agent answers with one Msg (KEnd, or
@@ -270,6 +277,27 @@ type Request struct {
 	Recursive bool         `cbor:"recursive,omitempty"`
 	// MaxBytes bounds a read_file answer; the agent refuses larger files.
 	MaxBytes int64 `cbor:"max,omitempty"`
+	// Offset is where a read_file starts, and where a write_file with
+	// InPlace writes.
+	Offset int64 `cbor:"off,omitempty"`
+	// Length, when more than 0, bounds the bytes a read_file sends from
+	// Offset: it ends at Offset+Length or at the end of the file. With
+	// it, MaxBytes bounds Length rather than the file's size.
+	Length int64 `cbor:"len,omitempty"`
+	// InPlace makes a write_file write into the file at Offset (making
+	// it if missing, with Mode), rather than replace it whole; a final
+	// symlink is refused, not followed.
+	InPlace bool `cbor:"inplace,omitempty"`
+	// Truncate, with InPlace, cuts the file where the write ends.
+	Truncate bool `cbor:"trunc,omitempty"`
+	// Link is the target of an OpSymlink.
+	Link string `cbor:"link,omitempty"`
+	// SetMode makes an OpSetAttr set Mode's permission bits (0 is a
+	// mode too).
+	SetMode bool `cbor:"setmode,omitempty"`
+	// ModTime, when not 0, is the modification time an OpSetAttr sets,
+	// in Unix nanoseconds.
+	ModTime int64 `cbor:"mtime,omitempty"`
 }
 
 // ExecRequest starts a command.

@@ -51,7 +51,7 @@ func methodNames() []string {
 	return []string{
 		api.MethodCreate, api.MethodExec, api.MethodExecStream, api.MethodStdin, api.MethodSignal,
 		api.MethodResize, api.MethodCancel, api.MethodWriteFile, api.MethodReadFile, api.MethodListFiles,
-		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodClose, api.MethodSubscribe,
+		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodSymlink, api.MethodSetAttr, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
 		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove,
 	}
@@ -88,6 +88,10 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).mkdir}, true
 	case api.MethodRemove:
 		return methodSpec{fn: (*session).remove}, true
+	case api.MethodSymlink:
+		return methodSpec{fn: (*session).symlink}, true
+	case api.MethodSetAttr:
+		return methodSpec{fn: (*session).setAttr}, true
 	case api.MethodClose:
 		return methodSpec{fn: (*session).closeSandbox, control: true}, true
 	case api.MethodSubscribe:

@@ -1,13 +1,17 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
@@ -28,11 +32,24 @@ func (ss *session) writeFile(ctx context.Context, j *job) (any, error) {
 	if e != nil {
 		return nil, e
 	}
+	if p.Offset != nil && *p.Offset < 0 {
+		jsonblob.Recycle(data)
+		return nil, invalidParams("write_file params: offset must not be negative")
+	}
+	if p.Truncate && p.Offset == nil {
+		jsonblob.Recycle(data)
+		return nil, invalidParams(`write_file params: "truncate" goes with "offset": without it, write_file replaces the whole file`)
+	}
 	sbe, err := ss.resolve(p.SandboxID)
 	if err != nil {
+		jsonblob.Recycle(data)
 		return nil, err
 	}
-	err = sbe.sb.WriteFile(ctx, p.Path, data, mode)
+	if p.Offset != nil {
+		_, err = sbe.sb.WriteFileAt(ctx, p.Path, bytes.NewReader(data), *p.Offset, mode, p.Truncate)
+	} else {
+		err = sbe.sb.WriteFile(ctx, p.Path, data, mode)
+	}
 	// Nothing refers to data any more: keep its memory for the next
 	// large request.
 	jsonblob.Recycle(data)
@@ -77,10 +94,18 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	switch {
 	case maxBytes < 0:
 		return nil, invalidParams("read_file params: max_bytes must not be negative")
+	case p.Offset < 0:
+		return nil, invalidParams("read_file params: offset must not be negative")
+	case p.Length < 0:
+		return nil, invalidParams("read_file params: length must not be negative")
+	case maxBytes == 0 && p.Length > limit:
+		return nil, rpcError(api.CodeLimitExceeded, "read_file: length %d does not fit in one message (at most %d bytes, base64-encoded in a %d byte message): read the file in smaller parts, or raise the message limit (airlock rpc --max-message-mb)", p.Length, limit, ss.opts.MaxMessage)
+	case maxBytes == 0 && p.Length > 0:
+		maxBytes = p.Length
 	case maxBytes == 0:
 		maxBytes = min(DefaultMaxReadBytes, limit)
 	case maxBytes > limit:
-		return nil, rpcError(api.CodeLimitExceeded, "read_file: max_bytes %d does not fit in one message (at most %d bytes, base64-encoded in a %d byte message): read the file in parts with exec (for example with dd), or raise the message limit (airlock rpc --max-message-mb)", maxBytes, limit, ss.opts.MaxMessage)
+		return nil, rpcError(api.CodeLimitExceeded, "read_file: max_bytes %d does not fit in one message (at most %d bytes, base64-encoded in a %d byte message): read the file in parts (offset and length), or raise the message limit (airlock rpc --max-message-mb)", maxBytes, limit, ss.opts.MaxMessage)
 	}
 	sbe, err := ss.resolve(p.SandboxID)
 	if err != nil {
@@ -92,7 +117,11 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	if err != nil {
 		return nil, fileError(ctx, sbe, "read", p.Path, err)
 	}
-	buf := &budgetBuffer{b: ss.readBytes, held: min(max(info.Size, 0), maxBytes)}
+	want := max(info.Size-p.Offset, 0)
+	if p.Length > 0 {
+		want = min(want, p.Length)
+	}
+	buf := &budgetBuffer{b: ss.readBytes, held: min(want, maxBytes)}
 	if err := ss.readBytes.acquire(ctx, buf.held); err != nil {
 		return nil, commonError(ctx, sbe, err)
 	}
@@ -100,7 +129,12 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	// Room for the whole file at once, rather than copies as it grows,
 	// in memory kept from an earlier large request if there is some.
 	buf.buf = jsonblob.Buffer(int(buf.held))
-	fi, err := sbe.sb.ReadFileTo(ctx, p.Path, buf, maxBytes)
+	var fi airlock.FileInfo
+	if p.Offset == 0 && p.Length == 0 {
+		fi, err = sbe.sb.ReadFileTo(ctx, p.Path, buf, maxBytes)
+	} else {
+		fi, _, err = sbe.sb.ReadFileAt(ctx, p.Path, &limitWriter{w: buf, n: maxBytes, max: maxBytes, path: p.Path}, p.Offset, p.Length)
+	}
 	if err != nil {
 		jsonblob.Recycle(buf.buf)
 		if buf.overBudget {
@@ -111,10 +145,27 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	// The content goes into the response line as base64 without
 	// encoding/json going over it; then its memory is kept for reuse.
 	return &blobResult{
-		v:       api.ReadFileResult{Size: int64(len(buf.buf)), Mode: uint32(fi.Mode)},
+		v:       api.ReadFileResult{Size: int64(len(buf.buf)), Mode: uint32(fi.Mode), FileSize: fi.Size},
 		blobs:   []jsonblob.Blob{{Key: "content", Data: buf.buf}},
 		recycle: true,
 	}, nil
+}
+
+// limitWriter refuses more than n bytes: a part read from an offset, to
+// the end of a file that is larger than max_bytes.
+type limitWriter struct {
+	w    io.Writer
+	n    int64
+	max  int64
+	path string
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		return 0, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s has more than the %d byte limit from this offset: give a length", l.path, l.max))
+	}
+	l.n -= int64(len(p))
+	return l.w.Write(p)
 }
 
 // errOverBudget stops a read that outgrew its share of the budget.
@@ -228,6 +279,60 @@ func (ss *session) remove(ctx context.Context, j *job) (any, error) {
 	}
 	if err := sbe.sb.Remove(ctx, p.Path, p.Recursive); err != nil {
 		return nil, fileError(ctx, sbe, "remove", p.Path, err)
+	}
+	return struct{}{}, nil
+}
+
+// symlink makes a symbolic link.
+func (ss *session) symlink(ctx context.Context, j *job) (any, error) {
+	var p api.SymlinkParams
+	if e := decodeParams(api.MethodSymlink, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodSymlink, p.Path); e != nil {
+		return nil, e
+	}
+	if p.Target == "" {
+		return nil, invalidParams(`symlink params: "target" is required: what the link points to, such as "../lib/libfoo.so.1"`)
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sbe.sb.Symlink(ctx, p.Target, p.Path); err != nil {
+		return nil, fileError(ctx, sbe, "symlink", p.Path, err)
+	}
+	return struct{}{}, nil
+}
+
+// setAttr sets a file's mode or modification time.
+func (ss *session) setAttr(ctx context.Context, j *job) (any, error) {
+	var p api.SetAttrParams
+	if e := decodeParams(api.MethodSetAttr, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	if e := needPath(api.MethodSetAttr, p.Path); e != nil {
+		return nil, e
+	}
+	var attr airlock.FileAttr
+	if p.Mode != nil {
+		if *p.Mode > 0o777 {
+			return nil, invalidParams("set_attr params: mode %d (%#o) has bits beyond the permission bits 0777: give permissions only, e.g. 420 for 0644", *p.Mode, *p.Mode)
+		}
+		attr.SetMode, attr.Mode = true, fs.FileMode(*p.Mode)
+	}
+	if p.ModTime != nil {
+		if p.ModTime.IsZero() {
+			return nil, invalidParams("set_attr params: mod_time must be a time, such as \"2024-01-02T15:04:05Z\"")
+		}
+		attr.ModTime = *p.ModTime
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sbe.sb.SetAttr(ctx, p.Path, attr); err != nil {
+		return nil, fileError(ctx, sbe, "set_attr", p.Path, err)
 	}
 	return struct{}{}, nil
 }
