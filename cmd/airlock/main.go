@@ -80,14 +80,21 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	var rpcMode bool
-	root.Flags().BoolVar(&rpcMode, "rpc", false, "serve JSON-RPC on stdin/stdout (same as airlock rpc)")
+	root.Flags().BoolVar(&rpcMode, "rpc", false, "serve JSON-RPC on stdin/stdout for one sandbox: as airlock rpc, but it exits once the sandbox it created is closed")
 	rpcCmd := newRPCCmd()
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if !rpcMode {
 			return cmd.Help()
 		}
+		// One process serves one sandbox, as the protocol's example
+		// clients expect: it ends once that sandbox is closed.
 		rpcCmd.SetContext(cmd.Context())
-		return rpcCmd.RunE(rpcCmd, nil)
+		if err := checkRPCFlags(rpcCmd); err != nil {
+			return err
+		}
+		opts := rpcOptions(rpcCmd)
+		opts.EndWithLastSandbox = true
+		return runRPC(rpcCmd, opts)
 	}
 	root.AddCommand(newRunCmd(), newExecCmd(), newAttachCmd(), newCpCmd(), newLogsCmd(),
 		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(), newPolicyCmd(),

@@ -252,3 +252,63 @@ func (s *rpcSyncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestRPCFlagEndsWithSandbox: airlock --rpc serves one sandbox and exits
+// once it is closed, with stdin still open, as the protocol's example
+// clients wait for; airlock rpc keeps serving.
+func TestRPCFlagEndsWithSandbox(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		ends bool
+	}{{[]string{"--rpc"}, true}, {[]string{"rpc"}, false}} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, cliBin, c.args...)
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			p := newRPCPeer(t, in, out)
+			var cr api.CreateResult
+			if err := json.Unmarshal(p.call(1, "create", map[string]any{})["result"], &cr); err != nil || cr.SandboxID == "" {
+				t.Fatalf("create: %v", err)
+			}
+			if m := p.call(2, "close", map[string]any{"sandbox_id": cr.SandboxID}); m["error"] != nil {
+				t.Fatalf("close: %s", m["error"])
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				if !c.ends {
+					t.Fatalf("airlock %s exited after close: %v", c.args[0], err)
+				}
+				if err != nil {
+					t.Errorf("airlock %s after close: %v; stderr:\n%s", c.args[0], err, stderr.String())
+				}
+			case <-time.After(5 * time.Second):
+				if c.ends {
+					t.Fatalf("airlock %s still runs 5 s after its sandbox was closed", c.args[0])
+				}
+				// Still serving: another sandbox can be made.
+				if m := p.call(3, "create", map[string]any{}); m["error"] != nil {
+					t.Errorf("create after close: %s", m["error"])
+				}
+				in.Close()
+				<-exited
+			}
+		})
+	}
+}

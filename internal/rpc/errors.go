@@ -14,6 +14,10 @@ import (
 // errSessionEnded cancels what is in flight when a session ends.
 var errSessionEnded = errors.New("the session ended")
 
+// errLastSandboxClosed ends a session that serves one sandbox
+// (Options.EndWithLastSandbox) once it is closed: a normal end.
+var errLastSandboxClosed = errors.New("the session's sandbox was closed")
+
 func rpcError(code int, format string, args ...any) *api.Error {
 	return &api.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -218,13 +218,29 @@ func (ss *session) closeSandbox(ctx context.Context, j *job) (any, error) {
 	}
 	ss.mu.Lock()
 	ss.sbs.forget(e)
+	last := e.owned && ss.opts.EndWithLastSandbox && !ss.ownsAny()
 	ss.mu.Unlock()
+	if last {
+		// Once this answer is out (see handle).
+		ss.lastClosed.Store(true)
+	}
 	if err := e.close(); err != nil {
 		ss.log.Warn("close sandbox", "sandbox", e.sb.ID(), "err", err)
 		return nil, internalError(fmt.Sprintf("close sandbox %s", e.sb.ID()), err)
 	}
 	ss.log.Info("sandbox closed", "sandbox", e.sb.ID())
 	return struct{}{}, nil
+}
+
+// ownsAny reports whether the session still has a sandbox it created;
+// ss.mu is held.
+func (ss *session) ownsAny() bool {
+	for _, e := range ss.sbs.list() {
+		if e.owned {
+			return true
+		}
+	}
+	return false
 }
 
 // info describes the server and the session's sandboxes.

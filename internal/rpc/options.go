@@ -49,6 +49,11 @@ type Options struct {
 	OnCreate func(sb *airlock.Sandbox, params api.CreateParams) (release func())
 	// Logger receives diagnostics (never the protocol); default discard.
 	Logger *slog.Logger
+	// EndWithLastSandbox ends the session, as the end of its input
+	// would, once a "close" has closed the last sandbox it created and
+	// been answered: one process serves one sandbox (airlock --rpc, as
+	// the protocol's example clients expect).
+	EndWithLastSandbox bool
 }
 
 func (o Options) withDefaults() Options {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -87,6 +88,9 @@ type session struct {
 	sbs    sandboxes
 	ops    map[string]*opEntry // running execs and attaches, by idKey
 	ending bool
+	// lastClosed is set once a "close" closed the last sandbox the
+	// session created, under Options.EndWithLastSandbox.
+	lastClosed atomic.Bool
 
 	handlers sync.WaitGroup
 }
@@ -143,6 +147,10 @@ func (ss *session) run(r io.Reader) error {
 		err = context.Cause(ss.ctx)
 	}
 	ss.shutdown()
+	if errors.Is(err, errLastSandboxClosed) {
+		ss.log.Debug("session ended: its sandbox was closed")
+		return nil
+	}
 	if err != nil {
 		ss.log.Info("session ended", "reason", err)
 	} else {
@@ -296,6 +304,9 @@ func (ss *session) handle(j *job, slots *budget) {
 		return
 	}
 	_ = ss.out.reply(j.req.id, res)
+	if j.req.method == api.MethodClose && ss.lastClosed.Load() {
+		ss.cancel(errLastSandboxClosed)
+	}
 }
 
 // endOp forgets a running exec or attach once its request is over.
