@@ -101,9 +101,9 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}
 	raw := gofs.NewNodeFS(root, &gofs.Options{
-		MountOptions:    mo,
-		AttrTimeout:     &fsys.attrTimeout,
-		EntryTimeout:    &fsys.entryTimeout,
+		MountOptions: mo,
+		AttrTimeout:  &fsys.attrTimeout,
+		EntryTimeout: &fsys.entryTimeout,
 		// A name found missing is remembered as long as one found:
 		// a provider's own changes drop it (Invalidate), and a change
 		// behind a provider's back shows after the same delay.
