@@ -1,9 +1,11 @@
 // Package pjdfs_test runs pjdfstest, a POSIX file system conformance
 // suite (owners, modes, set-id bits, links, renames, times, name and
-// path limits), inside a sandbox, on the sandbox's own writable root,
-// and on a tmpfs of the host for reference, and checks that the two
-// agree but for a known list of differences, each with its reason (see
-// knownFailures and the README's section on it).
+// path limits), inside a sandbox, at once on the sandbox's own writable
+// root, in a programmable mount of each built-in provider (memory,
+// real_fs, overlay) and in a direct mount, and on a tmpfs of the host
+// for reference, and checks that each place in the sandbox agrees with
+// the host but for a known list of differences of its own, each with
+// its reason (see knownFailuresDir and the README's section on it).
 //
 // The suite is built from its source at test time (autoreconf,
 // configure, make), into a cache directory keyed by the source's
