@@ -325,10 +325,24 @@ func cgroupCheck(info func() (string, []string, bool, string)) Check {
 	return c
 }
 
-// fuseCheck and tunCheck describe device nodes that later features use.
-func fuseCheck(root string, uid int) Check {
-	return deviceCheck(root, "/dev/fuse", "fuse", "FUSE mounts", "modprobe fuse", uid)
+// fuseCheck says whether programmable mounts (vfs.mounts, --mount) can
+// work: as root airlock gives each sandbox a FUSE device node of its
+// own, so /dev/fuse needs only to exist; unprivileged, the caller's
+// sandboxes open /dev/fuse themselves. It also says what FUSE
+// passthrough would need.
+func fuseCheck(root, kernel string, uid int) Check {
+	c := deviceCheck(root, "/dev/fuse", "fuse", "programmable mounts (vfs.mounts, --mount; direct mounts and -v work without)", "modprobe fuse", uid)
+	c.Name = "programmable mounts (FUSE)"
+	if c.Status != OK {
+		return c
+	}
+	if kernelpkg.AtLeast(kernel, 6, 9) {
+		c.Detail += "; FUSE passthrough (Linux ≥ 6.9) is not used: it needs CAP_SYS_ADMIN in the host's user namespace, which a sandbox's FUSE daemon never has, so real_fs reads go through the daemon; a direct mount (-v) reads at the host's speed"
+	}
+	return c
 }
+
+// tunCheck describes the TAP device the vm level uses.
 
 func tunCheck(root string, uid int) Check {
 	return deviceCheck(root, "/dev/net/tun", "tun", "TAP networking", "modprobe tun", uid)

@@ -152,7 +152,7 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 		landlockCheck(o.Root, kernelRelease(o.Root, h), h.landlock),
 		cgroupCheck(o.CgroupInfo),
 		idsCheck(o.Root, h.uid, o.LookPath),
-		fuseCheck(o.Root, h.uid),
+		fuseCheck(o.Root, kernelRelease(o.Root, h), h.uid),
 		egressCheck(o.Root, h.uid),
 		diskCheck(o.Root, h.uid, o.LookPath),
 	)

@@ -373,8 +373,11 @@ func TestDeviceChecks(t *testing.T) {
 	delete(files, "dev/net/tun")
 	root := fakeTree(t, files)
 
-	if c := fuseCheck(root, 1000); c.Status != OK || !strings.Contains(c.Detail, "mode 0600") {
+	if c := fuseCheck(root, "6.1.0", 1000); c.Status != OK || !strings.Contains(c.Detail, "mode 0600") || strings.Contains(c.Detail, "passthrough") {
 		t.Errorf("fuse: %+v", c)
+	}
+	if c := fuseCheck(root, "6.18.4", 1000); c.Status != OK || !strings.Contains(c.Detail, "passthrough") {
+		t.Errorf("fuse on a kernel with passthrough: %+v", c)
 	}
 	c := tunCheck(root, 1000)
 	if c.Status != Warn || !strings.Contains(c.Detail, "TAP networking") || c.Fix != "modprobe tun" {
