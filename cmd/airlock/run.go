@@ -90,7 +90,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.StringVar(&f.isolation, "isolation", "process", "isolation level: process, gvisor or vm")
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command and its processes after this long (e.g. 30s)")
+	durationVar(fl, &f.timeout, "timeout", 0, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
 	fl.Int64Var(&f.pids, "pids-limit", airlock.DefaultPidsLimit, fmt.Sprintf("maximum processes and threads, airlock's process spawner included (at least %d)", airlock.MinPidsLimit))
 	fl.Uint64Var(&f.nofile, "nofile-limit", airlock.DefaultNofileLimit, "maximum open files per process")
 	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (/, /tmp, /workspace, /dev/shm), with one file per 8k; up to half of --memory it is a tmpfs (memory), larger it is a file under $AIRLOCK_HOME (root only); full, writes fail with ENOSPC (default: half of --memory, at most 1g)")
