@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,10 +103,10 @@ func hostSecretDir(t *testing.T) (string, func()) {
 	}
 }
 
-// noEscapeFrom checks what a copy out wrote under dir: only regular files
-// and directories (never a symlink or a special file), none with a
-// setuid, setgid or sticky bit, and no content of the host or of the
-// agent's /proc.
+// noEscapeFrom checks what a copy out wrote under dir: only regular files,
+// directories and symlinks (made as links, never followed; never a
+// special file), none with a setuid, setgid or sticky bit, and no content
+// of the host or of the agent's /proc.
 func noEscapeFrom(t *testing.T, dir string) {
 	t.Helper()
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -116,7 +117,7 @@ func noEscapeFrom(t *testing.T, dir string) {
 		if err != nil {
 			return nil
 		}
-		if m := info.Mode(); m&(fs.ModeSymlink|fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+		if m := info.Mode(); m&(fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
 			t.Errorf("a copy out made %s with mode %v", p, m)
 		}
 		if info.Mode().IsRegular() {
@@ -170,7 +171,9 @@ func TestAttackCpThroughLinks(t *testing.T) {
 		cliSh(t, id, plant.String())
 		dest := t.TempDir()
 
-		// Out, through a link in a middle component or directly.
+		// Out, through a link in a middle component or directly: refused,
+		// or, for a link itself, a link with the sandbox's target.
+		asLinks := map[string]string{"/workspace/d/cwdlink": "/proc/self/cwd", "/workspace/d/self": "/proc/self"}
 		for i, src := range []string{
 			"/workspace/d/self/environ", "/workspace/d/self/status", "/workspace/d/one/environ",
 			"/workspace/d/one/root/etc/hostname", "/workspace/d/rootlink/etc/hostname", "/workspace/d/cwdlink",
@@ -180,6 +183,12 @@ func TestAttackCpThroughLinks(t *testing.T) {
 		} {
 			out := filepath.Join(dest, fmt.Sprintf("out%d", i))
 			r := airlockCLI(t, -1, "cp", id+":"+src, out)
+			if want, ok := asLinks[src]; ok {
+				if to, err := os.Readlink(out); r.code != 0 || err != nil || to != want {
+					t.Errorf("cp of the link %s: exit %d, %q, %v (%s); want a link to %s", src, r.code, to, err, r.stderr, want)
+				}
+				continue
+			}
 			if r.code == 0 {
 				if _, err := os.Lstat(out); err == nil {
 					t.Errorf("cp %s: copied out (%s)", src, r.stderr)
@@ -201,7 +210,8 @@ func TestAttackCpThroughLinks(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(dest, "hostname")); r.code != 0 || strings.TrimSpace(string(b)) != id {
 			t.Errorf("cp through a link to / inside the sandbox: exit %d, %q (%s), want the sandbox's hostname %s", r.code, b, r.stderr, id)
 		}
-		// A tree: its files, and no link, whatever it points to.
+		// A tree: its files, and its links as links with the targets the
+		// sandbox gave, whatever they point to, none followed.
 		r = airlockCLI(t, -1, "cp", id+":/workspace/tree", filepath.Join(dest, "tree"))
 		if r.code != 0 {
 			t.Fatalf("cp of a tree with links: exit %d: %s", r.code, r.stderr)
@@ -209,15 +219,26 @@ func TestAttackCpThroughLinks(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dest, "tree", "sub", "f")); err != nil || string(b) != "inside\n" {
 			t.Errorf("tree/sub/f: %q, %v", b, err)
 		}
-		if ents, _ := os.ReadDir(filepath.Join(dest, "tree")); len(ents) != 1 || ents[0].Name() != "sub" {
+		wantLinks := linkForms(hostDir)
+		wantLinks["environ"], wantLinks["etc"] = "/proc/self/environ", "/proc/1/root/etc"
+		ents, _ := os.ReadDir(filepath.Join(dest, "tree"))
+		if len(ents) != len(wantLinks)+1 {
 			var names []string
 			for _, e := range ents {
 				names = append(names, e.Name())
 			}
-			t.Errorf("the tree copied out holds %q, want only sub (links skipped)", names)
+			t.Errorf("the tree copied out holds %q, want sub and %d links", names, len(wantLinks))
 		}
-		if n := bytes.Count(r.stderr, []byte("skipping")); n != len(linkForms(hostDir))+2 {
-			t.Errorf("cp of a tree with %d links warned %d times:\n%s", len(linkForms(hostDir))+2, n, r.stderr)
+		for name, target := range wantLinks {
+			p := filepath.Join(dest, "tree", name)
+			fi, err := os.Lstat(p)
+			to, _ := os.Readlink(p)
+			if err != nil || fi.Mode()&fs.ModeSymlink == 0 || to != target {
+				t.Errorf("tree/%s copied out: %v, %q, %v; want a link to %s", name, fi, to, err, target)
+			}
+		}
+		if bytes.Contains(r.stderr, []byte("skipping")) {
+			t.Errorf("cp of a tree with links skipped some:\n%s", r.stderr)
 		}
 		noEscapeFrom(t, dest)
 
@@ -307,7 +328,16 @@ while True:
 		// Everything copied out is the sandbox's own: f and g hold
 		// "inside", and nothing else is there.
 		_ = filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+			// A link copied out (d, caught as one of the sandbox's
+			// links) is left unread: it is not followed here either.
 			if err != nil || d.IsDir() {
+				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				to, _ := os.Readlink(p)
+				if !slices.Contains([]string{"/proc/self", "/proc/1/root/workspace/r/real", hostDir, "/proc/1", "../../../../../.." + hostDir}, to) {
+					t.Errorf("copied out during the swaps: %s, a link to %q that the sandbox never made", p, to)
+				}
 				return nil
 			}
 			if b, _ := os.ReadFile(p); string(b) != "inside\n" && string(b) != "payload" {
