@@ -1,0 +1,201 @@
+// The SDK's types. create's params are the protocol's own JSON (snake
+// case, as the README's JSON-RPC section and api/api.go spell them), since
+// their maps are keyed by the caller's names (env variables, mount paths,
+// secrets); everything the SDK returns is camel case.
+
+/** A programmable mount of create's vfs. */
+export interface VfsMount {
+  type: 'memory' | 'real_fs' | 'overlay' | string;
+  size_mb?: number;
+  host_path?: string;
+  readonly?: boolean;
+  upper?: VfsMount;
+  lower?: VfsMount;
+}
+
+/** create's params: the JSON of api.CreateParams. */
+export interface CreateParams {
+  /** "host" (default), a variant ("minimal", "standard", ...) or an OCI reference. */
+  image?: string;
+  rootfs?: string;
+  isolation?: string;
+  resources?: { cpus?: number; memory_mb?: number; timeout_seconds?: number };
+  env?: Record<string, string>;
+  pids_limit?: number;
+  nofile_limit?: number;
+  disk_mb?: number;
+  max_file_size_mb?: number;
+  max_output_bytes?: number;
+  hostname?: string;
+  allow_ptrace?: boolean;
+  /** The egress policy (policy.Config's JSON); absent: no network; {}: a network allowing nothing yet. */
+  network?: {
+    allowed_hosts?: string[];
+    denied_hosts?: string[];
+    block_private_ips?: boolean;
+    allowed_cidrs?: string[];
+    egress?: { destination: string; ports?: number[]; protocol?: string }[];
+    secrets?: Record<string, { value: string; hosts: string[]; allow_plaintext?: boolean }>;
+    scrub_responses?: boolean;
+    policy_script?: string;
+    dns_servers?: string[];
+    extra_root_cas?: string[];
+    response_header_timeout_seconds?: number;
+    [key: string]: unknown;
+  };
+  /** Programmable mounts, direct mounts and blocked paths, by sandbox path. */
+  vfs?: {
+    mounts?: Record<string, VfsMount>;
+    direct_mounts?: Record<string, { host_path: string; readonly?: boolean }>;
+    blocked_paths?: string[];
+  };
+}
+
+/** The image a sandbox runs. */
+export interface ImageInfo {
+  name: string;
+  key?: string;
+  workingDir?: string;
+  user?: string;
+  entrypoint?: string[];
+  cmd?: string[];
+}
+
+/** image.progress while create gets its image into the cache. */
+export interface ImageProgress {
+  image: string;
+  step: string;
+  item?: string;
+  done: number;
+  total?: number;
+  unit?: string;
+}
+
+/** Options of one command (exec, start). */
+export interface ExecOptions {
+  workingDir?: string;
+  env?: Record<string, string>;
+  /** USER, UID, USER:GROUP or UID:GID; default the image's user, else root. */
+  user?: string;
+  /** Kills the command's process tree after this long; the result says killedBy "timeout". */
+  timeoutSeconds?: number;
+  /** The command's whole input. */
+  stdin?: string | Uint8Array;
+  tty?: boolean;
+  rows?: number;
+  cols?: number;
+  /** Cancels the command (the server kills it) and rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** Options of a streaming command (start). */
+export interface StartOptions extends Omit<ExecOptions, 'stdin'> {
+  /**
+   * The command's input: a string or bytes (the whole input), or an
+   * iterable sent as it comes and then closed. Without it, and without
+   * openStdin, the command's stdin is empty.
+   */
+  stdin?: string | Uint8Array | AsyncIterable<string | Uint8Array> | Iterable<string | Uint8Array>;
+  /** Keep stdin open for Process.write until Process.closeStdin. */
+  openStdin?: boolean;
+}
+
+/** One piece of a streaming command's output. */
+export interface OutputChunk {
+  stream: 'stdout' | 'stderr';
+  data: Buffer;
+}
+
+/** A file's description; mode holds permission bits (and Go's file-type bits). */
+export interface FileInfo {
+  name: string;
+  size: number;
+  mode: number;
+  isDir: boolean;
+  modTime: Date;
+  link?: string;
+}
+
+/** The host lists of a sandbox's network policy, after a change. */
+export interface PolicyHosts {
+  allowedHosts: string[];
+  deniedHosts: string[];
+}
+
+export interface ExecEvent {
+  command: string[];
+  exitCode: number;
+  durationMs: number;
+  killedBy?: string;
+}
+
+export interface FileEvent {
+  op: string;
+  path: string;
+  to?: string;
+  size?: number;
+  blocked?: boolean;
+  reason?: string;
+}
+
+export interface NetworkEvent {
+  kind: 'http' | 'dns' | 'tcp' | 'udp' | string;
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  port?: number;
+  proto?: string;
+  qtype?: string;
+  answers?: string[];
+  statusCode?: number;
+  requestBytes?: number;
+  responseBytes?: number;
+  durationMs?: number;
+  blocked: boolean;
+  reason?: string;
+}
+
+export interface LifecycleEvent {
+  state: string;
+  durationMs?: number;
+  reason?: string;
+}
+
+/** An event: exactly one of exec, file, network, lifecycle is set, as type says. */
+export interface SandboxEvent {
+  type: 'exec' | 'file' | 'network' | 'lifecycle';
+  timestamp: number;
+  sandboxId?: string;
+  exec?: ExecEvent;
+  file?: FileEvent;
+  network?: NetworkEvent;
+  lifecycle?: LifecycleEvent;
+  /** Events dropped just before this one because they were read too slowly. */
+  dropped?: number;
+}
+
+export interface SandboxInfo {
+  sandboxId: string;
+  isolation: string;
+  createdAt: Date;
+  pid: number;
+  notes?: string[];
+  state: 'running' | 'stopped' | string;
+}
+
+export interface InfoResult {
+  version: string;
+  protocol: number;
+  maxMessageBytes: number;
+  sandboxes: SandboxInfo[];
+  eventsDropped: number;
+}
+
+/** Options of an event iterator. */
+export interface EventsOptions {
+  /** Only these types (exec, file, network, lifecycle). */
+  types?: string[];
+  /** Events held for a slow reader before more are dropped (default 1024). */
+  buffer?: number;
+}
