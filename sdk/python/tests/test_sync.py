@@ -1,0 +1,224 @@
+"""The sync API against the real `airlock rpc`: every method."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import airlock
+
+
+def test_exec_buffered(sb: airlock.Sandbox) -> None:
+    r = sb.exec("echo hello; echo oops >&2; exit 3")
+    assert r.exit_code == 3 and not r.ok
+    assert r.stdout == b"hello\n" and r.stdout_text == "hello\n"
+    assert r.stderr == b"oops\n" and r.stderr_text == "oops\n"
+    assert r.killed_by is None and r.duration_ms >= 0
+    r = sb.exec(["sh", "-c", 'printf "%s|%s|%s" "$X" "$(pwd)" "$(cat)"'], env={"X": "1"},
+                working_dir="/tmp", stdin=b"in")
+    assert r.stdout == b"1|/tmp|in", r
+    r = sb.exec(["printf", "\\377\\376"])
+    assert r.stdout == b"\xff\xfe" and r.stdout_text == "\ufffd\ufffd"
+
+
+def test_exec_timeout_and_errors(sb: airlock.Sandbox) -> None:
+    r = sb.exec("sleep 30", timeout=0.3)
+    assert r.killed_by == "timeout"
+    with pytest.raises(airlock.CommandFailed) as e:
+        sb.exec(["/no/such/program"])
+    assert e.value.exit_code == 127 and e.value.code == -32005 and e.value.method == "exec"
+    with pytest.raises(TypeError):
+        sb.exec([])
+
+
+def test_start_stream_stdin(sb: airlock.Sandbox) -> None:
+    p = sb.start("echo out; echo err >&2; cat; echo end", open_stdin=True)
+    got = {"stdout": b"", "stderr": b""}
+    first = p.read_chunk(timeout=30)
+    assert first is not None
+    got[first.stream] += first.data
+    p.write_stdin("from stdin\n")
+    p.close_stdin()
+    for c in p:
+        got[c.stream] += c.data
+    r = p.wait()
+    assert r.exit_code == 0 and p.done
+    assert got["stdout"] == b"out\nfrom stdin\nend\n" and got["stderr"] == b"err\n"
+    assert r.stdout == b"" and r.stderr == b""  # all of it was iterated over
+
+
+def test_start_wait_collects(sb: airlock.Sandbox) -> None:
+    r = sb.start(["sh", "-c", "seq 1 10000"]).wait()
+    assert r.stdout == "".join(f"{i}\n" for i in range(1, 10001)).encode()
+
+
+def test_signal_and_cancel(sb: airlock.Sandbox) -> None:
+    p = sb.start("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done")
+    c = p.read_chunk(timeout=30)
+    assert c is not None and c.data == b"ready\n"
+    p.signal("TERM")
+    r = p.wait(timeout=30)
+    assert r.exit_code == 7 and r.stdout == b"got-term\n"
+    p = sb.start("sleep 60")
+    t = time.monotonic()
+    p.cancel()
+    r = p.wait(timeout=30)
+    assert r.killed_by == "signal" and time.monotonic() - t < 20
+    with sb.start("sleep 60") as p:  # leaving the block cancels it
+        pass
+    assert p.wait(timeout=30).killed_by == "signal"
+
+
+def test_files(sb: airlock.Sandbox) -> None:
+    sb.mkdir("/tmp/d/e", parents=True)
+    assert sb.write_file("/tmp/d/e/a.txt", "hello", 0o600) == 5
+    assert sb.read_file("/tmp/d/e/a.txt") == b"hello"
+    assert sb.read_text("/tmp/d/e/a.txt") == "hello"
+    assert sb.read_file("/tmp/d/e/a.txt", offset=1, length=3) == b"ell"
+    sb.write_file("/tmp/d/e/a.txt", b"J", offset=0)
+    assert sb.read_file("/tmp/d/e/a.txt") == b"Jello"
+    sb.write_file("/tmp/d/e/a.txt", b"ab", offset=1, truncate=True)
+    assert sb.read_file("/tmp/d/e/a.txt") == b"Jab"
+    st = sb.stat("/tmp/d/e/a.txt")
+    assert st.name.endswith("a.txt") and st.size == 3 and st.permissions == 0o600 and not st.is_dir
+    assert st.mod_time is not None and abs(st.mod_time.timestamp() - time.time()) < 600
+    sb.symlink("a.txt", "/tmp/d/e/link")
+    names = {f.name: f for f in sb.list_files("/tmp/d/e")}
+    assert set(names) == {"a.txt", "link"} and names["link"].link == "a.txt"
+    assert sb.stat("/tmp/d").is_dir
+    with pytest.raises(airlock.FileNotFound) as e:
+        sb.read_file("/tmp/d/missing")
+    assert isinstance(e.value, FileNotFoundError) and e.value.kind == "not_found"
+    assert e.value.path == "/tmp/d/missing"
+    with pytest.raises(FileExistsError):
+        sb.mkdir("/tmp/d")
+    with pytest.raises(airlock.DirectoryNotEmpty):
+        sb.remove("/tmp/d")
+    with pytest.raises(IsADirectoryError):
+        sb.read_file("/tmp/d")
+    sb.remove("/tmp/d", recursive=True)
+    with pytest.raises(FileNotFoundError):
+        sb.stat("/tmp/d")
+    big = os.urandom(3 << 20)
+    sb.write_file("/tmp/big", big)
+    with pytest.raises(airlock.FileTooLarge):
+        sb.read_file("/tmp/big", max_bytes=1 << 20)
+
+
+def test_upload_download(sb: airlock.Sandbox, tmp_path: Path) -> None:
+    data = os.urandom((5 << 20) + 123)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    assert sb.upload(str(src), "/tmp/up", part_size=1 << 20) == len(data)
+    assert sb.exec("sha256sum /tmp/up").stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+    dst = tmp_path / "dst"
+    assert sb.download("/tmp/up", str(dst), part_size=1 << 20) == len(data)
+    assert dst.read_bytes() == data
+    assert b"".join(sb.iter_file("/tmp/up", part_size=3 << 20, offset=100)) == data[100:]
+    assert sb.upload(b"", "/tmp/empty") == 0 and sb.read_file("/tmp/empty") == b""
+    assert sb.download("/tmp/empty", str(dst)) == 0
+
+
+def test_events(sb: airlock.Sandbox) -> None:
+    seen = []
+    done = threading.Event()
+
+    def handler(ev: airlock.Event) -> None:
+        seen.append(ev)
+        # A handler may call the client: it runs on a thread of its own.
+        if ev.type == "exec" and not done.is_set():
+            sb.stat("/tmp")
+            done.set()
+
+    remove = sb.on_event(handler)
+    with sb.events(types=["file"], timeout=30) as it:
+        sb.write_file("/tmp/ev", b"x")
+        sb.exec("true")
+        ev = next(iter(it))
+        assert ev.type == "file" and ev.sandbox_id == sb.id and ev["file"]["path"] == "/tmp/ev"
+    assert done.wait(30)
+    remove()
+    assert {e.type for e in seen} >= {"exec"}
+    ex = next(e for e in seen if e.type == "exec")
+    assert ex.detail["exit_code"] == 0 and ex["type"] == "exec"
+    assert sb.client.subscribe(["exec"]) == ["exec"]
+    sb.client.unsubscribe()
+
+
+def test_policy_without_network(sb: airlock.Sandbox) -> None:
+    with pytest.raises(airlock.Unsupported):
+        sb.policy.get()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.access("/dev/net/tun", os.R_OK | os.W_OK),
+                    reason="a sandbox network needs root or /dev/net/tun")
+def test_policy() -> None:
+    with airlock.Sandbox.create(network={}) as sb:
+        assert sb.policy.get() == airlock.PolicyResult((), ())
+        assert sb.policy.allow("api.example.com").allowed_hosts == ("api.example.com",)
+        r = sb.policy.deny("*.bad.example")
+        assert r.denied_hosts == ("*.bad.example",)
+        assert sb.policy.remove("api.example.com").allowed_hosts == ()
+        with pytest.raises(airlock.SandboxNotFound):
+            sb.policy.remove("never.example")
+        with pytest.raises(airlock.InvalidParams):
+            sb.policy.allow("not a host")
+
+
+def test_errors_and_info(bin_path: str) -> None:
+    with pytest.raises(airlock.InvalidParams) as e:
+        airlock.Sandbox.create(resources={"memory_mbs": 1})
+    assert "memory_mbs" in str(e.value)
+    with airlock.Client.start() as c:
+        a = c.create()
+        b = c.create()
+        info = c.info()
+        assert info.protocol == 1 and {s["sandbox_id"] for s in info.sandboxes} == {a.id, b.id}
+        with pytest.raises(airlock.SandboxNotFound):
+            c.sandbox("sb-000000000000").exec("true")
+        with pytest.raises(airlock.MethodNotFound):
+            c.call("no.such.method")
+        b.close()
+        with pytest.raises(airlock.SandboxNotRunning):
+            b.exec("true")
+        assert a.exec("echo a").stdout == b"a\n"
+    with pytest.raises(airlock.ClientClosed):
+        a.exec("true")
+
+
+def test_binary_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AIRLOCK_BIN")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(airlock.BinaryNotFound) as e:
+        airlock.Sandbox.create()
+    assert "make build" in str(e.value) and "make install" in str(e.value)
+    assert isinstance(e.value, FileNotFoundError)
+
+
+def test_threads(sb: airlock.Sandbox) -> None:
+    errors = []
+
+    def work(i: int) -> None:
+        try:
+            for j in range(10):
+                r = sb.exec(["sh", "-c", f"echo {i}-{j}"])
+                assert r.stdout == f"{i}-{j}\n".encode()
+                data = os.urandom(1000 + i)
+                sb.write_file(f"/tmp/t{i}", data)
+                assert sb.read_file(f"/tmp/t{i}") == data
+            p = sb.start(["seq", "1", "1000"])
+            assert p.wait().stdout.count(b"\n") == 1000
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
