@@ -10,11 +10,13 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # the archive keyring and gpg it checks the mirror with): image variants.
 # uidmap: newuidmap and newgidmap, which map an unprivileged caller's
 # subordinate ids into its sandboxes. autoconf, automake, gcc, libc6-dev,
-# make and perl build and run pjdfstest (test/pjdfs).
+# make and perl build and run pjdfstest (test/pjdfs). python3-pytest: the
+# Python SDK's tests (make python-sdk).
 for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static \
 	docker-registry apache2-utils skopeo \
 	mmdebstrap debian-archive-keyring gpg \
-	uidmap autoconf automake gcc libc6-dev perl; do
+	uidmap autoconf automake gcc libc6-dev perl \
+	python3-pytest; do
 	have "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

@@ -1,0 +1,94 @@
+"""The asyncio API against the real `airlock rpc`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Coroutine
+
+import pytest
+
+import airlock
+from airlock import aio
+
+
+def run(coro: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def test_async_everything() -> None:
+    async def main() -> None:
+        async with aio.Sandbox.create(resources={"memory_mb": 512}) as sb:
+            seen = []
+            sb.on_event(seen.append)
+            events = sb.events(types=["exec"], timeout=30)
+            r = await sb.exec("echo hi; echo e >&2")
+            assert r.stdout == b"hi\n" and r.stderr_text == "e\n"
+            ev = await events.__anext__()
+            assert ev.type == "exec" and ev.sandbox_id == sb.id
+            events.close()
+
+            # Concurrency: many requests in flight from one task group.
+            rs = await asyncio.gather(*[sb.exec(["sh", "-c", f"echo {i}"]) for i in range(30)])
+            assert [x.stdout for x in rs] == [f"{i}\n".encode() for i in range(30)]
+            data = [os.urandom(10000 + i) for i in range(10)]
+            await asyncio.gather(*[sb.write_file(f"/tmp/f{i}", d) for i, d in enumerate(data)])
+            got = await asyncio.gather(*[sb.read_file(f"/tmp/f{i}") for i in range(10)])
+            assert got == data
+
+            p = await sb.start("echo ready; cat; echo end", open_stdin=True)
+            c = await p.read_chunk()
+            assert c is not None and c.data == b"ready\n"
+            await p.write_stdin(b"x\n")
+            await p.close_stdin()
+            out = b"".join([ch.data async for ch in p])
+            assert out == b"x\nend\n" and (await p.wait()).exit_code == 0
+
+            p = await sb.start("trap 'exit 9' INT; echo go; while :; do sleep 0.05; done")
+            assert (await p.read_chunk()) is not None
+            await p.signal(2)
+            assert (await p.wait()).exit_code == 9
+            p = await sb.start("sleep 60")
+            await p.cancel()
+            assert (await p.wait()).killed_by == "signal"
+
+            await sb.mkdir("/tmp/a/b", parents=True)
+            await sb.symlink("b", "/tmp/a/l")
+            assert {f.name for f in await sb.list_files("/tmp/a")} == {"b", "l"}
+            assert (await sb.stat("/tmp/a/b")).is_dir
+            await sb.remove("/tmp/a", recursive=True)
+            with pytest.raises(FileNotFoundError):
+                await sb.read_file("/tmp/a/b")
+            big = os.urandom((3 << 20) + 7)
+            assert await sb.upload(big, "/tmp/big", part_size=1 << 20) == len(big)
+            parts = [x async for x in sb.iter_file("/tmp/big", part_size=1 << 20)]
+            assert b"".join(parts) == big and len(parts) == 4
+            assert await sb.read_file("/tmp/big", offset=5, length=5) == big[5:10]
+            with pytest.raises(airlock.Unsupported):
+                await sb.policy.get()
+            with pytest.raises(airlock.CommandFailed):
+                await sb.exec(["/nope"])
+            assert (await sb.client.info()).protocol == 1
+        assert sb.client.closed or sb.client._proc.returncode is not None
+        assert any(e.type == "lifecycle" for e in seen) or any(e.type == "exec" for e in seen)
+
+    run(main())
+
+
+def test_async_two_sandboxes_in_parallel() -> None:
+    async def one(i: int) -> bytes:
+        sb = await aio.Sandbox.create()
+        try:
+            return (await sb.exec(f"echo {i}")).stdout
+        finally:
+            await sb.close()
+
+    async def main() -> None:
+        assert await asyncio.gather(*[one(i) for i in range(3)]) == [b"0\n", b"1\n", b"2\n"]
+        async with await aio.Client.start() as c:
+            a = await c.create()
+            with pytest.raises(airlock.InvalidParams):
+                await c.create(resources={"memory_mbs": 1})
+            assert (await a.exec("echo ok")).stdout == b"ok\n"
+
+    run(main())
