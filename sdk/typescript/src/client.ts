@@ -39,8 +39,8 @@ export interface Message {
   params?: any;
   result?: any;
   error?: { code: number; message: string; data?: unknown };
-  /** Base64 fields (content, stdout, stderr) decoded straight from a large line. */
-  blobs?: Record<string, Buffer>;
+  /** Base64 fields (content, stdout, stderr) of a large line, cut out of it unparsed. */
+  blobs?: Record<string, string>;
 }
 
 /** What waits for the responses of one id. */
@@ -92,7 +92,7 @@ const CUT_KEYS = ['content', 'stdout', 'stderr'];
 /** Cuts the base64 fields out of a large line and parses the rest. */
 function parseLine(line: Buffer): Message {
   if (line.length <= CUT_OVER) return JSON.parse(line.toString('utf8'));
-  let blobs: Record<string, Buffer> | undefined;
+  let blobs: Record<string, string> | undefined;
   const keep: Buffer[] = [];
   let from = 0;
   const spans: [number, number, string][] = [];
@@ -109,7 +109,7 @@ function parseLine(line: Buffer): Message {
   blobs = {};
   for (const [s, e, k] of spans) {
     keep.push(line.subarray(from, s));
-    blobs[k] = Buffer.from(line.toString('latin1', s, e), 'base64');
+    blobs[k] = line.toString('latin1', s, e);
     from = e;
   }
   keep.push(line.subarray(from));

@@ -19,9 +19,12 @@ export function toBuffer(d: string | Uint8Array): Buffer {
 }
 
 /** The bytes of field key of obj: cut out of the line, or decoded from base64. */
-export function blobOf(blobs: Record<string, Buffer> | undefined, obj: any, key: string): Buffer {
-  const b = blobs?.[key];
-  if (b) return b;
-  const s = obj?.[key];
+export function blobOf(blobs: Record<string, string> | undefined, obj: any, key: string): Buffer {
+  const s = blobs?.[key] ?? obj?.[key];
   return s ? Buffer.from(s, 'base64') : Buffer.alloc(0);
+}
+
+/** The base64 text of field key of obj, cut out of the line or parsed. */
+export function base64Of(blobs: Record<string, string> | undefined, obj: any, key: string): string {
+  return blobs?.[key] ?? obj?.[key] ?? '';
 }

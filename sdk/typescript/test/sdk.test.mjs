@@ -97,9 +97,10 @@ describe('one sandbox', { skip }, () => {
     const p = sb.start(['sh', '-c', 'echo one; echo two >&2; cat; echo three'], { openStdin: true });
     await p.write('typed\n');
     await p.closeStdin();
-    const got = [];
-    for await (const c of p) got.push(`${c.stream}:${c.data}`);
-    assert.deepEqual(got.join(''), 'stdout:one\nstderr:two\nstdout:typed\nstdout:three\n');
+    // Each stream in order (the two are separate pipes, in no order between them).
+    const got = { stdout: '', stderr: '' };
+    for await (const c of p) got[c.stream] += c.data;
+    assert.deepEqual(got, { stdout: 'one\ntyped\nthree\n', stderr: 'two\n' });
     const r = await p.wait();
     assert.equal(r.exitCode, 0);
   });
@@ -136,13 +137,19 @@ describe('one sandbox', { skip }, () => {
   });
 
   test('start: a TTY is resized', async () => {
-    const p = sb.start(['sh', '-c', 'read x; stty size'], { tty: true, rows: 10, cols: 20, openStdin: true });
-    await new Promise((r) => setTimeout(r, 200));
-    await p.resize(33, 77);
-    await p.write('go\n');
+    const p = sb.start(['sh', '-c', 'stty size; read x; stty size'], { tty: true, rows: 10, cols: 20, openStdin: true });
     let out = '';
-    for await (const c of p) out += c.data;
-    assert.match(out, /33 77/);
+    let resized = false;
+    for await (const c of p) {
+      out += c.data;
+      if (!resized && /10 20/.test(out)) {
+        resized = true;
+        await p.resize(33, 77);
+        await p.write('go\n');
+      }
+    }
+    assert.match(out, /10 20[\s\S]*33 77/);
+    assert.equal((await p.wait()).exitCode, 0);
   });
 
   test('files: write, read, stat, list, mkdir, remove, symlink, set_attr', async () => {
@@ -194,6 +201,13 @@ describe('one sandbox', { skip }, () => {
     for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
     await sb.writeFile('/tmp/bin', big);
     assert.ok((await sb.readFile('/tmp/bin')).equals(big));
+    // Larger than one part: read in parts, several at once, into one buffer.
+    const huge = Buffer.alloc(19 * (1 << 20) + 4320);
+    for (let i = 0; i < huge.length; i += 4) huge.writeUInt32LE(i, i);
+    await sb.writeFile('/tmp/huge', huge);
+    assert.ok((await sb.readFile('/tmp/huge')).equals(huge));
+    await assert.rejects(sb.readFile('/tmp/huge', { maxBytes: 9 << 20 }), (e) => e instanceof FileError && e.kind === 'too_large');
+    assert.equal((await sb.readFile('/tmp/huge', { maxBytes: 20 << 20 })).length, huge.length);
     await sb.writeFile('/tmp/empty', '');
     assert.equal((await sb.readFile('/tmp/empty')).length, 0);
   });
