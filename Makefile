@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build deps demo test lint vet cross fmt-check staticcheck images unit python-sdk fuzz bench clean install
+.PHONY: all build deps demo test lint vet cross fmt-check staticcheck images unit python-sdk ts-sdk fuzz bench clean install
 
 all: build
 
@@ -27,7 +27,7 @@ demo: deps build
 	$(BIN)/airlock doctor
 	$(BIN)/airlock run --memory 256m --timeout 30s -- python3 -c 'import os, socket; print("hello from", socket.gethostname(), "as uid", os.getuid())'
 
-test: deps lint images unit python-sdk fuzz
+test: deps lint images unit python-sdk ts-sdk fuzz
 
 lint: vet cross fmt-check staticcheck
 
@@ -66,6 +66,15 @@ PYTEST ?= pytest-3
 python-sdk: build
 	cd sdk/python && PYTHONDONTWRITEBYTECODE=1 AIRLOCK_BIN=$(CURDIR)/$(BIN)/airlock \
 		timeout 600 $(PYTEST) -q -rs -p no:cacheprovider tests
+
+# The TypeScript SDK (sdk/typescript): its npm packages, pinned in
+# package-lock.json, from npm's cache when it holds them all, else from the
+# registry; then tsc, and node --test against bin/airlock (the standard
+# image from the test image cache, as the Go tests use it).
+ts-sdk: build
+	cd sdk/typescript && { npm ci --offline --no-audit --no-fund >/dev/null 2>&1 || npm ci --no-audit --no-fund; }
+	cd sdk/typescript && npm run --silent build
+	cd sdk/typescript && AIRLOCK_BIN=$(CURDIR)/$(BIN)/airlock node --test --test-concurrency=1 test/*.test.mjs
 
 # Each fuzz target runs briefly on top of its committed corpus. Budgets are
 # execution counts, not durations: with a duration, Go 1.26's fuzz coordinator
