@@ -158,6 +158,11 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		vfs.closeDevices()
 		return Prepared{}, err
 	}
+	if len(b.Root.VFS) > 0 {
+		// The agent serves the mounts' FUSE requests too: many at once,
+		// which one P would serialise.
+		runtime.GOMAXPROCS(2)
+	}
 	if err := limitIPC(b.IPC); err != nil {
 		return Prepared{}, err
 	}

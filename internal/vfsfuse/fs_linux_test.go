@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,11 +15,16 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
+	"github.com/airlock-sandbox/airlock/internal/vfsproto"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
 // mount serves p at a new directory through a real FUSE mount.
 func mount(t *testing.T, p vfs.Provider) string {
+	return mountWith(t, p, vfsfuse.Options{})
+}
+
+func mountWith(t *testing.T, p vfs.Provider, opts vfsfuse.Options) string {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("mounting FUSE needs root")
@@ -31,7 +38,7 @@ func mount(t *testing.T, p vfs.Provider) string {
 		dev.Close()
 		t.Fatal(err)
 	}
-	srv, err := vfsfuse.Serve(dev, p, vfsfuse.Options{})
+	srv, err := vfsfuse.Serve(dev, p, opts)
 	if err != nil {
 		_ = vfsfuse.Unmount(dir)
 		t.Fatal(err)
@@ -200,5 +207,98 @@ func itoa(u uintptr) string {
 		if u == 0 {
 			return string(b[i:])
 		}
+	}
+}
+
+// slowStat delays Stat of one path, long enough for a signal to come.
+type slowStat struct {
+	vfs.Provider
+	path string
+}
+
+func (s slowStat) Stat(ctx context.Context, p string) (vfs.FileInfo, error) {
+	if p == s.path {
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return vfs.FileInfo{}, ctx.Err()
+		}
+	}
+	return s.Provider.Stat(ctx, p)
+}
+
+// sigstat stats its argument with a SIGUSR1 handler that does not
+// restart system calls, and prints what stat returned.
+const sigstat = `#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void on(int s) { (void)s; }
+int main(int argc, char **argv) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on;
+	sigaction(SIGUSR1, &sa, 0);
+	printf("ready\n");
+	fflush(stdout);
+	struct stat st;
+	int r = stat(argv[1], &st);
+	printf("%s\n", r == 0 ? "ok" : strerror(errno));
+	return 0;
+}
+`
+
+// A program that gets a signal while it waits on the mount does not see
+// EINTR: the kernel's interrupt does not cancel the request, which ends
+// as it would have. (Go programs get preemption signals all the time, and
+// close, among others, is not retried on EINTR.)
+func TestSignalsDoNotFailRequests(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler for the signalled program")
+	}
+	bin := filepath.Join(t.TempDir(), "sigstat")
+	src := bin + ".c"
+	if err := os.WriteFile(src, []byte(sigstat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	// As in a sandbox: the mount's provider is a protocol client, whose
+	// calls end with EINTR when their context does.
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	if h, err := mem.Create(ctx, "/slow", 0o644); err != nil {
+		t.Fatal(err)
+	} else {
+		h.Close()
+	}
+	go vfsproto.NewServer(slowStat{mem, "/slow"}, vfsproto.ServerOptions{}).Serve(ctx, b)
+	client := vfsproto.NewClient(a, vfsproto.ClientOptions{})
+	defer client.Close()
+	dir := mount(t, client)
+	cmd := exec.Command(bin, filepath.Join(dir, "slow"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("sigstat: %q %v", line, err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	rest, _ := io.ReadAll(out)
+	cmd.Wait()
+	if strings.TrimSpace(string(rest)) != "ok" {
+		t.Errorf("stat interrupted by a signal: %q, want ok", rest)
 	}
 }

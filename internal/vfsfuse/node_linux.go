@@ -76,9 +76,13 @@ func (n *node) path() string {
 func (n *node) child(name string) string { return path.Join(n.path(), name) }
 
 // caller marks a request's context as the sandbox's, with its caller,
-// for the provider.
+// for the provider. The kernel's interrupts do not cancel it: a signal
+// to the caller (a Go program's preemption signals arrive all the time)
+// would otherwise fail the system call with EINTR, which close and many
+// programs do not retry; a request runs to its end, or to the
+// provider's timeout, as on a local file system.
 func caller(ctx context.Context) context.Context {
-	ctx = vfs.WithOrigin(ctx, vfs.OriginSandbox)
+	ctx = vfs.WithOrigin(context.WithoutCancel(ctx), vfs.OriginSandbox)
 	if c, ok := fuse.FromContext(ctx); ok {
 		return vfs.WithCaller(ctx, vfs.Caller{UID: c.Uid, GID: c.Gid, PID: c.Pid})
 	}
