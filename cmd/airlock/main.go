@@ -98,6 +98,6 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newRunCmd(), newExecCmd(), newAttachCmd(), newCpCmd(), newLogsCmd(),
 		newListCmd(), newGetCmd(), newKillCmd(), newRmCmd(), newPruneCmd(), newPolicyCmd(),
-		rpcCmd, newSuperviseCmd(), newVersionCmd(), newDoctorCmd(), newImageCmd(), newPrefetchCmd())
+		rpcCmd, newMCPCmd(), newSuperviseCmd(), newVersionCmd(), newDoctorCmd(), newImageCmd(), newPrefetchCmd())
 	return root
 }
