@@ -113,8 +113,26 @@ fuzz:
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
 
+# Release archives: airlock and airlock-guest, static, for each Linux
+# architecture, with SHA256SUMS. airlock alone is enough (it serves as
+# its own agent); airlock-guest starts sandboxes a little sooner.
+DIST       := dist
+DIST_ARCHS := amd64 arm64
+
+dist:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	set -e; for arch in $(DIST_ARCHS); do \
+		name=airlock-$(VERSION)-linux-$$arch; d=$(DIST)/$$name; mkdir -p $$d; \
+		for cmd in airlock airlock-guest; do \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/$$cmd ./cmd/$$cmd; \
+		done; \
+		cp README.md $$d/; \
+		tar -C $(DIST) --owner=0 --group=0 --numeric-owner -czf $$d.tar.gz $$name; rm -rf $$d; \
+	done
+	cd $(DIST) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
 install: build
 	install -m 0755 $(BIN)/airlock $(BIN)/airlock-guest /usr/local/bin/
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

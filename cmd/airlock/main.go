@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -15,6 +16,29 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agent"
 )
+
+// useSelfAsAgent makes this binary the sandboxes' agent when no
+// airlock-guest is found ($AIRLOCK_AGENT, beside airlock, on PATH), so
+// that airlock alone is enough (go install, a single download). A
+// separate airlock-guest is kept when there is one: being smaller, it
+// starts a sandbox a few milliseconds sooner (measured: 52-59 ms against
+// 56-63 ms for a whole run of true).
+func useSelfAsAgent() {
+	if os.Getenv("AIRLOCK_AGENT") != "" {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(exe), "airlock-guest")); err == nil {
+		return
+	}
+	if _, err := exec.LookPath("airlock-guest"); err == nil {
+		return
+	}
+	os.Setenv("AIRLOCK_AGENT", exe)
+}
 
 // exitError carries a process exit code out of a command.
 type exitError struct{ code int }
@@ -33,6 +57,7 @@ func main() {
 	// SIGPIPE is notified: a command that owns a sandbox then tears it
 	// down in order and exits as if SIGPIPE had killed it. (A handler, not
 	// SIG_IGN, which would be inherited by the processes airlock starts.)
+	useSelfAsAgent()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()

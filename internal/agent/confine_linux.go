@@ -143,7 +143,7 @@ func landlockNotesFor(abi int, err error) []string {
 func allThreads(trap, a1, a2, a3 uintptr) error {
 	_, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3)
 	if errno == syscall.ENOTSUP {
-		return errors.New("the agent was built with cgo; build airlock-guest with CGO_ENABLED=0")
+		return errors.New("the agent was built with cgo: build airlock-guest (or airlock, which serves as its own agent when no airlock-guest is beside it) with CGO_ENABLED=0, as make build does: CGO_ENABLED=0 go install github.com/airlock-sandbox/airlock/cmd/airlock@latest")
 	}
 	if errno != 0 {
 		return errno
