@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -346,5 +347,32 @@ func TestRunInterruptEscalates(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "third interrupt") {
 		t.Errorf("stderr does not say why: %s", errb.String())
+	}
+}
+
+// TestOneBinary: airlock alone, with no airlock-guest beside it, on
+// PATH or in $AIRLOCK_AGENT, serves as its own agent.
+func TestOneBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	solo := filepath.Join(dir, "airlock")
+	data, err := os.ReadFile(cliBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(solo, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(solo, "run", "--", "sh", "-c", "echo alone")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIRLOCK_AGENT=") && !strings.HasPrefix(kv, "PATH=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "alone\n" {
+		t.Errorf("airlock alone: %v: %q", err, out)
 	}
 }
