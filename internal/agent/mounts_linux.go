@@ -101,7 +101,7 @@ func (m *vfsMounts) attach(target string, conn net.Conn) error {
 	}
 	defer dev.Close()
 	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log, Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"})
-	srv, err := vfsfuse.Serve(dev, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
+	srv, err := vfsfuse.Serve(dev, target, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
 	if err != nil {
 		client.Close()
 		return err

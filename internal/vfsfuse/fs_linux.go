@@ -72,11 +72,11 @@ type Server struct {
 	done chan struct{}
 }
 
-// Serve answers the kernel's requests for the FUSE file system whose
-// device is dev (see Mount) from p, until the file system is unmounted.
-// It returns once the kernel and the server have agreed on the
-// protocol.
-func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
+// Serve answers the kernel's requests for the FUSE file system mounted
+// at target whose device is dev (see Mount) from p, until the file
+// system is unmounted. It returns once the kernel and the server have
+// agreed on the protocol.
+func Serve(dev *os.File, target string, p vfs.Provider, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,6 +131,9 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	}()
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("serve FUSE mount: the kernel's handshake: %w", err)
+	}
+	if err := pollOnce(target); err != nil {
+		return nil, fmt.Errorf("serve FUSE mount at %s: %w", target, err)
 	}
 	if w, ok := p.(vfs.Watcher); ok {
 		s.stop = w.Watch(s.Invalidate)
@@ -218,6 +221,28 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// pollHackName is a file that go-fuse answers for itself at a mount's
+// root, whose poll it refuses (ENOSYS).
+const pollHackName = ".go-fuse-epoll-hack"
+
+// pollOnce has the kernel ask the server once whether files can be
+// polled, which go-fuse refuses, so that the kernel never asks again.
+// Otherwise a Go program that opens a file of the mount, and whose
+// runtime adds it to epoll (every os.Open does), waits in epoll_ctl for
+// the server's answer while holding a P that the runtime cannot take
+// back: if that program is the server (the agent, or a test), a garbage
+// collection then stops it for good. go-fuse does this itself for the
+// mounts it makes, not for one whose device it is given.
+func pollOnce(target string) error {
+	fd, err := unix.Open(target+"/"+pollHackName, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open its poll probe: %w", err)
+	}
+	defer unix.Close(fd)
+	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	return nil
+}
+
 // OpenDevice opens a FUSE device for Mount: the device node that node
 // (an O_PATH descriptor) names when it is given, /dev/fuse otherwise.
 // The kernel takes a mount's device only from a process of the user
@@ -227,14 +252,20 @@ func OpenDevice(node *os.File) (*os.File, error) {
 	if node != nil {
 		p = fmt.Sprintf("/proc/self/fd/%d", node.Fd())
 	}
-	dev, err := os.OpenFile(p, os.O_RDWR, 0)
+	// Opened blocking, outside Go's poller: the server reads it on
+	// threads of its own. Through the poller (epoll), a process that
+	// serves a mount and uses it too deadlocks: registering one of the
+	// mount's files with epoll asks the server (FUSE_POLL) while the
+	// epoll instance it would be woken through is held.
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
+		err = &os.PathError{Op: "open", Path: p, Err: err}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("open the FUSE device: the kernel has no FUSE support here (modprobe fuse): %w", err)
 		}
 		return nil, fmt.Errorf("open the FUSE device: %w", err)
 	}
-	return dev, nil
+	return os.NewFile(uintptr(fd), "/dev/fuse"), nil
 }
 
 // Mount mounts an empty FUSE file system of device dev at target, to

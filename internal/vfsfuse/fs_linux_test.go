@@ -38,7 +38,7 @@ func mountWith(t *testing.T, p vfs.Provider, opts vfsfuse.Options) string {
 		dev.Close()
 		t.Fatal(err)
 	}
-	srv, err := vfsfuse.Serve(dev, p, opts)
+	srv, err := vfsfuse.Serve(dev, dir, p, opts)
 	if err != nil {
 		_ = vfsfuse.Unmount(dir)
 		t.Fatal(err)
