@@ -101,7 +101,7 @@ func (m *vfsMounts) attach(target string, conn net.Conn) error {
 	}
 	defer dev.Close()
 	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log, Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"})
-	srv, err := vfsfuse.Serve(dev, target, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
+	srv, err := vfsfuse.Serve(dev, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
 	if err != nil {
 		client.Close()
 		return err
@@ -124,7 +124,15 @@ func (s *server) serveVFS(c *agentproto.Conn, st net.Conn, target string) (kept 
 	}
 	// The host speaks the mount's protocol once it reads this, and the
 	// client sends nothing before a command uses the mount.
-	return true, c.Write(agentproto.Msg{K: agentproto.KEnd})
+	if err := c.Write(agentproto.Msg{K: agentproto.KEnd}); err != nil {
+		return true, err
+	}
+	// Then, with the host answering: the agent never has the mount's
+	// files polled (see vfsfuse.PollOnce).
+	if err := vfsfuse.PollOnce(target); err != nil {
+		s.log.Debug("poll probe", "mount", target, "err", err)
+	}
+	return true, nil
 }
 
 // attachDirect binds the host directories of spec into the sandbox's

@@ -72,11 +72,12 @@ type Server struct {
 	done chan struct{}
 }
 
-// Serve answers the kernel's requests for the FUSE file system mounted
-// at target whose device is dev (see Mount) from p, until the file
-// system is unmounted. It returns once the kernel and the server have
-// agreed on the protocol.
-func Serve(dev *os.File, target string, p vfs.Provider, opts Options) (*Server, error) {
+// Serve answers the kernel's requests for the FUSE file system whose
+// device is dev (see Mount) from p, until the file system is unmounted.
+// It returns once the kernel and the server have agreed on the
+// protocol. A process that serves a mount and opens its files itself
+// calls PollOnce first.
+func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,9 +132,6 @@ func Serve(dev *os.File, target string, p vfs.Provider, opts Options) (*Server, 
 	}()
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("serve FUSE mount: the kernel's handshake: %w", err)
-	}
-	if err := pollOnce(target); err != nil {
-		return nil, fmt.Errorf("serve FUSE mount at %s: %w", target, err)
 	}
 	if w, ok := p.(vfs.Watcher); ok {
 		s.stop = w.Watch(s.Invalidate)
@@ -225,18 +223,20 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // root, whose poll it refuses (ENOSYS).
 const pollHackName = ".go-fuse-epoll-hack"
 
-// pollOnce has the kernel ask the server once whether files can be
-// polled, which go-fuse refuses, so that the kernel never asks again.
+// PollOnce has the kernel ask the server of the mount at target once
+// whether files can be polled, which go-fuse refuses, so that the
+// kernel never asks again. It needs the provider's answers (the root's
+// attributes).
 // Otherwise a Go program that opens a file of the mount, and whose
 // runtime adds it to epoll (every os.Open does), waits in epoll_ctl for
 // the server's answer while holding a P that the runtime cannot take
 // back: if that program is the server (the agent, or a test), a garbage
 // collection then stops it for good. go-fuse does this itself for the
 // mounts it makes, not for one whose device it is given.
-func pollOnce(target string) error {
+func PollOnce(target string) error {
 	fd, err := unix.Open(target+"/"+pollHackName, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open its poll probe: %w", err)
+		return fmt.Errorf("open the poll probe of the mount at %s: %w", target, err)
 	}
 	defer unix.Close(fd)
 	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)

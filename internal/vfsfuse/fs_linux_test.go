@@ -38,9 +38,13 @@ func mountWith(t *testing.T, p vfs.Provider, opts vfsfuse.Options) string {
 		dev.Close()
 		t.Fatal(err)
 	}
-	srv, err := vfsfuse.Serve(dev, dir, p, opts)
+	srv, err := vfsfuse.Serve(dev, p, opts)
 	if err != nil {
 		_ = vfsfuse.Unmount(dir)
+		t.Fatal(err)
+	}
+	// This process serves the mount and opens its files.
+	if err := vfsfuse.PollOnce(dir); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
