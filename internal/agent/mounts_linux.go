@@ -124,15 +124,13 @@ func (s *server) serveVFS(c *agentproto.Conn, st net.Conn, target string) (kept 
 	}
 	// The host speaks the mount's protocol once it reads this, and the
 	// client sends nothing before a command uses the mount.
-	if err := c.Write(agentproto.Msg{K: agentproto.KEnd}); err != nil {
-		return true, err
-	}
-	// Then, with the host answering: the agent never has the mount's
-	// files polled (see vfsfuse.PollOnce).
-	if err := vfsfuse.PollOnce(target); err != nil {
-		s.log.Debug("poll probe", "mount", target, "err", err)
-	}
-	return true, nil
+	//
+	// The agent itself never waits on its own mounts beyond the file
+	// API's requests: a thread of the agent blocked on a mount that the
+	// agent serves cannot be killed once the request is read, so the
+	// agent would outlive its kill (see vfsfuse.PollOnce, which it does
+	// not call: it never has a mount's files polled).
+	return true, c.Write(agentproto.Msg{K: agentproto.KEnd})
 }
 
 // attachDirect binds the host directories of spec into the sandbox's
