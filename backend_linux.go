@@ -2,12 +2,10 @@ package airlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
@@ -19,7 +17,7 @@ func startBoundary(ctx context.Context, id string, c *Config, st storage, boot *
 	case IsolationGVisor, IsolationVM:
 		return nil, fmt.Errorf("%w: isolation %q has no backend in this version of airlock; use --isolation process (run `airlock doctor` to see what this machine supports)", ErrUnavailable, c.Isolation)
 	}
-	agent, err := findAgent(c.AgentPath)
+	agent, err := agentbin.Find(c.AgentPath)
 	if err != nil {
 		return nil, err
 	}
@@ -37,26 +35,6 @@ func startBoundary(ctx context.Context, id string, c *Config, st storage, boot *
 		return nil, fmt.Errorf("start process sandbox: %w", err)
 	}
 	return b, nil
-}
-
-// findAgent locates the airlock-guest binary.
-func findAgent(explicit string) (string, error) {
-	cands := []string{explicit, os.Getenv("AIRLOCK_AGENT")}
-	if exe, err := os.Executable(); err == nil {
-		cands = append(cands, filepath.Join(filepath.Dir(exe), "airlock-guest"))
-	}
-	if p, err := exec.LookPath("airlock-guest"); err == nil {
-		cands = append(cands, p)
-	}
-	for _, p := range cands {
-		if p == "" {
-			continue
-		}
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return filepath.Abs(p)
-		}
-	}
-	return "", errors.New("the sandbox agent airlock-guest was not found: build it with `CGO_ENABLED=0 go build ./cmd/airlock-guest` and put it next to airlock, on PATH, or in $AIRLOCK_AGENT")
 }
 
 // Sweep removes what sandboxes whose supervisor died (for example by

@@ -81,8 +81,7 @@ func callerIDs() idMapping {
 		m.why = err.Error()
 		return m
 	}
-	m.uids = append(m.uids, syscall.SysProcIDMap{ContainerID: 1, HostID: int(sub.UID.First), Size: int(sub.UID.Count)})
-	m.gids = append(m.gids, syscall.SysProcIDMap{ContainerID: 1, HostID: int(sub.GID.First), Size: int(sub.GID.Count)})
+	m.uids, m.gids = sub.Maps(uid, gid)
 	m.helpers = &sub
 	return m
 }

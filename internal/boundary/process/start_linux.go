@@ -1,16 +1,13 @@
 package process
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
@@ -28,9 +25,6 @@ type agentStart struct {
 // namespaces are those the agent starts in.
 const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
-
-// helperTimeout bounds newuidmap and newgidmap.
-const helperTimeout = 30 * time.Second
 
 // start starts the agent in new namespaces with mapping m and returns it
 // running.
@@ -95,12 +89,7 @@ func (a agentStart) start(ctx context.Context, m idMapping) (*exec.Cmd, error) {
 	// process meanwhile: the child is not waited for until it has
 	// failed or the sandbox ends, so even dead it keeps its pid.
 	pid := cmd.Process.Pid
-	hctx, cancel := context.WithTimeout(ctx, helperTimeout)
-	defer cancel()
-	err = runHelper(hctx, m.helpers.UIDHelper, pid, m.uids)
-	if err == nil {
-		err = runHelper(hctx, m.helpers.GIDHelper, pid, m.gids)
-	}
+	err = m.helpers.WriteMaps(ctx, pid, m.uids, m.gids)
 	if err == nil {
 		_, err = release.Write([]byte{1})
 	}
@@ -110,27 +99,4 @@ func (a agentStart) start(ctx context.Context, m idMapping) (*exec.Cmd, error) {
 		return nil, err
 	}
 	return cmd, nil
-}
-
-// runHelper runs newuidmap or newgidmap to write the map of process pid.
-func runHelper(ctx context.Context, helper string, pid int, m []syscall.SysProcIDMap) error {
-	args := []string{strconv.Itoa(pid)}
-	for _, e := range m {
-		args = append(args, strconv.Itoa(e.ContainerID), strconv.Itoa(e.HostID), strconv.Itoa(e.Size))
-	}
-	c := exec.CommandContext(ctx, helper, args...)
-	c.Env = []string{}
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Run(); err != nil {
-		msg := bytes.TrimSpace(out.Bytes())
-		if len(msg) > 512 {
-			msg = msg[:512]
-		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (after %s)", err, helperTimeout)
-		}
-		return fmt.Errorf("%s %v: %w: %s", helper, args, err, msg)
-	}
-	return nil
 }
