@@ -197,14 +197,20 @@ func (c *Client) Prefetch(ctx context.Context, cache *store.Cache, variants []st
 	return out, nil
 }
 
-// imageKey is the cache key of the image an artifact makes: its archive
-// and the config the manifest gives it.
-func imageKey(a Artifact) string {
+// imageKey is the cache key of the image an artifact makes: its
+// archive, the config the manifest gives it, and whose its files are on
+// the host (owners, the cache's store.Owners ID; said only when it is
+// not root's).
+func imageKey(a Artifact, owners string) string {
+	if owners == store.OwnersNative {
+		owners = ""
+	}
 	b, _ := json.Marshal(struct {
 		Kind   string        `json:"kind"`
 		SHA256 string        `json:"sha256"`
 		Config *store.Config `json:"config,omitempty"`
-	}{"download", a.SHA256, a.Config})
+		Owners string        `json:"owners,omitempty"`
+	}{"download", a.SHA256, a.Config, owners})
 	return store.Key(b)
 }
 
@@ -217,7 +223,7 @@ func (c *Client) get(ctx context.Context, cache *store.Cache, m *Manifest, varia
 	if err != nil {
 		return store.Image{}, err
 	}
-	key := imageKey(a)
+	key := imageKey(a, cache.Owners().ID())
 	var erofs *fetch.Want
 	if e, ok := m.Artifacts[EROFSName(variant, c.arch())]; ok && c.EROFS {
 		u, err := c.resolve(e)
@@ -278,9 +284,8 @@ func (c *Client) make(ctx context.Context, cache *store.Cache, m *Manifest, vari
 			return store.Meta{}, err
 		}
 		limit := min(max(a.Size*unpackRatio, minUnpackBytes), maxUnpackBytes)
-		u, err := untar.New(root, untar.Options{
-			Limits:     untar.Limits{Bytes: limit, Entries: maxUnpackEntries},
-			KeepOwners: os.Geteuid() == 0,
+		u, err := cache.Owners().Unpacker(ctx, root, untar.Options{
+			Limits: untar.Limits{Bytes: limit, Entries: maxUnpackEntries},
 		})
 		if err != nil {
 			return store.Meta{}, err

@@ -59,7 +59,7 @@ func (s *Source) Fill(ctx context.Context, dir string, progress store.ProgressFu
 		}
 		slog.Warn("image cache: a damaged blob was removed, to be downloaded again", "image", s.Name(), "blob", dmg.digest)
 		progress(store.Progress{Image: s.asked, Step: "verify", Item: dmg.Error()})
-		if err := store.RemoveTree(filepath.Join(dir, "rootfs")); err != nil {
+		if err := s.cache.Owners().RemoveTree(ctx, filepath.Join(dir, "rootfs")); err != nil {
 			return store.Meta{}, fmt.Errorf("start the unpack of %s again: %w", s.Name(), err)
 		}
 	}
@@ -84,14 +84,14 @@ func (e *damagedBlobError) Error() string {
 }
 
 // chainIDs are the ids of the chains of the image's first 1, 2, ... n
-// layers, as this process applies them (owners kept or not).
+// layers, as the cache's Owners apply them.
 func (s *Source) chainIDs() []string {
-	owners := keepOwners()
+	owners := s.cache.Owners().ID()
 	digests := s.Layers()
 	ids := make([]string, len(digests))
 	for k := range digests {
 		var b strings.Builder
-		fmt.Fprintf(&b, "airlock oci layer chain 1\nowners %t\n", owners)
+		fmt.Fprintf(&b, "airlock oci layer chain 2\nowners %s\n", owners)
 		for _, d := range digests[:k+1] {
 			b.WriteString(d)
 			b.WriteByte('\n')
@@ -116,14 +116,14 @@ func (s *Source) fromChain(ctx context.Context, rootfs string, ids []string, pro
 			}
 			continue
 		}
-		err = store.LinkTree(ctx, ch.RootFS, rootfs)
+		err = s.cache.Owners().LinkTree(ctx, ch.RootFS, rootfs)
 		release()
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return 0, untar.Stats{}, cerr
 			}
 			slog.Warn("image cache: a chain of layers could not be copied", "image", s.Name(), "chain", ids[k-1], "err", err)
-			if err := store.RemoveTree(rootfs); err != nil {
+			if err := s.cache.Owners().RemoveTree(ctx, rootfs); err != nil {
 				return 0, untar.Stats{}, err
 			}
 			continue
@@ -145,7 +145,7 @@ func (s *Source) fill(ctx context.Context, dir string, progress store.ProgressFu
 	if err != nil {
 		return err
 	}
-	u, err := untar.New(rootfs, untar.Options{Limits: s.opts.limits(), KeepOwners: keepOwners(), Base: base})
+	u, err := s.cache.Owners().Unpacker(ctx, rootfs, untar.Options{Limits: s.opts.limits(), Base: base})
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (s *Source) fill(ctx context.Context, dir string, progress store.ProgressFu
 
 // applyAll applies each layer from first on once it is downloaded, in
 // order, and keeps the chain each one but the last ends.
-func (s *Source) applyAll(ctx context.Context, u *untar.Unpacker, first int, ids []string, ready []chan struct{}, verified []bool, progress store.ProgressFunc) error {
+func (s *Source) applyAll(ctx context.Context, u store.Unpacker, first int, ids []string, ready []chan struct{}, verified []bool, progress store.ProgressFunc) error {
 	for i := first; i < len(s.layers); i++ {
 		l := s.layers[i]
 		select {
@@ -242,7 +242,7 @@ func (s *Source) applyAll(ctx context.Context, u *untar.Unpacker, first int, ids
 // download is checked against its digest as it is read: when it is
 // damaged, it is removed and a *damagedBlobError returned, even when
 // the damage made the layer fail first.
-func (s *Source) apply(ctx context.Context, u *untar.Unpacker, l layerSource, verified bool, progress store.ProgressFunc) error {
+func (s *Source) apply(ctx context.Context, u store.Unpacker, l layerSource, verified bool, progress store.ProgressFunc) error {
 	p, err := s.cache.BlobPath(l.digest.String())
 	if err != nil {
 		return err

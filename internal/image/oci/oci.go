@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -102,8 +101,17 @@ type Source struct {
 // Key is the image's key in the cache: the digest of its manifest (for
 // a multi-platform image, of the chosen platform's manifest); for a
 // docker save tarball, which holds no manifest of its own, the digest
-// of its config (docker's image ID).
-func (s *Source) Key() string { return s.key }
+// of its config (docker's image ID). A tree made other than by root
+// (see store.Owners) has a key of its own, made from that digest and
+// the owners' ID, so that trees whose files belong to other host ids
+// never meet in one cache.
+func (s *Source) Key() string {
+	owners := s.cache.Owners().ID()
+	if owners == store.OwnersNative {
+		return s.key
+	}
+	return store.Key([]byte("airlock oci image 1\n" + s.key + "\nowners " + owners + "\n"))
+}
 
 // Name is the image's canonical name (see CanonicalName).
 func (s *Source) Name() string { return s.ref.name() }
@@ -432,7 +440,3 @@ func Pull(ctx context.Context, cache *store.Cache, ref string, opts Options, pro
 	progress(store.Progress{Image: ref, Step: "done"})
 	return cache.Get(img.Key)
 }
-
-// keepOwners says whether layers keep their files' owners: only root
-// may give files away.
-func keepOwners() bool { return os.Geteuid() == 0 }

@@ -139,7 +139,7 @@ func (c *Cache) SaveChain(ctx context.Context, m ChainMeta, root string) error {
 	// What is there is not a whole chain (its chain.json is written
 	// last): nobody uses it.
 	if _, err := os.Lstat(final); err == nil {
-		if err := RemoveTree(final); err != nil {
+		if err := c.removeTree(final); err != nil {
 			return fmt.Errorf("remove the damaged chain %s: %w", m.ID, err)
 		}
 	}
@@ -147,9 +147,9 @@ func (c *Cache) SaveChain(ctx context.Context, m ChainMeta, root string) error {
 	if err != nil {
 		return fmt.Errorf("make a work folder in the image cache: %w", err)
 	}
-	defer RemoveTree(work)
+	defer c.removeTree(work)
 	if m.Image == "" {
-		if err := LinkTree(ctx, root, filepath.Join(work, rootfsDir)); err != nil {
+		if err := c.owners.LinkTree(ctx, root, filepath.Join(work, rootfsDir)); err != nil {
 			return fmt.Errorf("keep chain %s: %w", m.ID, err)
 		}
 	}
@@ -210,7 +210,7 @@ func (c *Cache) pruneChains(kept []Image) (int, error) {
 			release()
 			continue
 		}
-		if RemoveTree(filepath.Join(dir, h)) == nil {
+		if c.removeTree(filepath.Join(dir, h)) == nil {
 			n++
 		}
 		unlock()

@@ -165,16 +165,15 @@ func diskUsage(fi fs.FileInfo) int64 {
 
 // makeEROFS packs dir into the erofs file out with mkfs.erofs (Debian's
 // erofs-utils), keeping owners, modes and extended attributes.
-func makeEROFS(ctx context.Context, dir, out string) error {
+func (c *Cache) makeEROFS(ctx context.Context, dir, out string) error {
 	bin, err := exec.LookPath("mkfs.erofs")
 	if err != nil {
 		return errors.New("mkfs.erofs is not installed (Debian: apt-get install erofs-utils)")
 	}
 	tmp := out + ".part"
 	defer os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, bin, "--quiet", tmp, dir)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mkfs.erofs: %w: %s", err, b)
+	if b, err := c.owners.Run(ctx, bin, "--quiet", tmp, dir); err != nil {
+		return fmt.Errorf("%w: %s", err, b)
 	}
 	return os.Rename(tmp, out)
 }

@@ -72,7 +72,8 @@ var ErrInUse = errors.New("in use by a running sandbox")
 
 // Cache is an image cache in one directory.
 type Cache struct {
-	dir string
+	dir    string
+	owners Owners
 }
 
 // DefaultDir is the cache directory: $AIRLOCK_CACHE_DIR, or airlock's
@@ -90,8 +91,11 @@ func DefaultDir() (string, error) {
 }
 
 // Open opens the cache in dir, making its folders (mode 0700) when they
-// are missing.
-func Open(dir string) (*Cache, error) {
+// are missing. Its trees are this process's own work (Local).
+func Open(dir string) (*Cache, error) { return OpenWith(dir, Local()) }
+
+// OpenWith is Open with the cache's trees made and handled by owners.
+func OpenWith(dir string, owners Owners) (*Cache, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open the image cache %s: %w", dir, err)
@@ -118,11 +122,19 @@ func Open(dir string) (*Cache, error) {
 			return nil, fmt.Errorf("make the image cache's %s: %w", sub, err)
 		}
 	}
-	return &Cache{dir: abs}, nil
+	return &Cache{dir: abs, owners: owners}, nil
 }
 
 // Dir is the cache's directory.
 func (c *Cache) Dir() string { return c.dir }
+
+// Owners is how the cache's trees are made and handled.
+func (c *Cache) Owners() Owners { return c.owners }
+
+// removeTree removes a tree of the cache, whoever its files belong to.
+func (c *Cache) removeTree(dir string) error {
+	return c.owners.RemoveTree(context.Background(), dir)
+}
 
 // BlobPath is where the blob with digest ("sha256:<hex>") is kept.
 func (c *Cache) BlobPath(digest string) (string, error) {
@@ -172,6 +184,9 @@ type Meta struct {
 	// Blobs are the digests of the blobs it was made from, which Prune
 	// keeps while the image is here.
 	Blobs []string `json:"blobs,omitempty"`
+	// Owners is the ID of the Owners that made its tree: whose its
+	// files are on the host (none: an image made before it was kept).
+	Owners string `json:"owners,omitempty"`
 }
 
 // Image is a finished image in the cache.
@@ -267,7 +282,7 @@ func (c *Cache) Make(ctx context.Context, key string, fill func(ctx context.Cont
 	// What is there is not a finished image (a folder left by hand, or
 	// damaged): it goes, under the lock.
 	if _, err := os.Lstat(final); err == nil {
-		if err := RemoveTree(final); err != nil {
+		if err := c.removeTree(final); err != nil {
 			return Image{}, fmt.Errorf("remove the damaged image sha256:%s: %w", h, err)
 		}
 	}
@@ -275,7 +290,7 @@ func (c *Cache) Make(ctx context.Context, key string, fill func(ctx context.Cont
 	if err != nil {
 		return Image{}, fmt.Errorf("make a work folder in the image cache: %w", err)
 	}
-	defer RemoveTree(work)
+	defer c.removeTree(work)
 	m, err := fill(ctx, work)
 	if err != nil {
 		return Image{}, err
@@ -289,7 +304,8 @@ func (c *Cache) Make(ctx context.Context, key string, fill func(ctx context.Cont
 	}
 	m.Key = key
 	m.Created = time.Now().UTC()
-	if m.Size, m.Files, err = Usage(root); err != nil {
+	m.Owners = c.owners.ID()
+	if m.Size, m.Files, err = c.owners.Usage(ctx, root); err != nil {
 		return Image{}, fmt.Errorf("measure image %s: %w", key, err)
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -515,7 +531,7 @@ func (c *Cache) Remove(ctx context.Context, nameOrKey string) ([]string, error) 
 	if err := removeNames(); err != nil {
 		return nil, err
 	}
-	if err := RemoveTree(dir); err != nil {
+	if err := c.removeTree(dir); err != nil {
 		return nil, fmt.Errorf("remove image %s: %w", key, err)
 	}
 	return []string{key}, nil
@@ -672,7 +688,7 @@ func (c *Cache) sweepTemp() (int, error) {
 		if err != nil || time.Since(fi.ModTime()) < time.Minute {
 			continue
 		}
-		if RemoveTree(filepath.Join(dir, e.Name())) == nil {
+		if c.removeTree(filepath.Join(dir, e.Name())) == nil {
 			n++
 		}
 	}
@@ -733,7 +749,7 @@ func (c *Cache) EROFS(ctx context.Context, img Image) (string, error) {
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
-	if err := makeEROFS(ctx, img.RootFS, p); err != nil {
+	if err := c.makeEROFS(ctx, img.RootFS, p); err != nil {
 		return "", fmt.Errorf("pack image %s as erofs: %w", img.Key, err)
 	}
 	return p, nil
