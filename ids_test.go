@@ -1,16 +1,23 @@
 package airlock_test
 
 import (
+	"archive/tar"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
+	"github.com/airlock-sandbox/airlock/internal/image/owners"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
@@ -156,4 +163,116 @@ func toolRootFS(t *testing.T, tools ...string) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// TestIDsPulledImageOwners pulls images whose files belong to a user and
+// a set-uid program, and runs them: the files keep their owners inside,
+// and the image's user may write its own home. As root the cache keeps
+// the layers' ids; without root, a caller with subordinate ids gets the
+// same through a worker mapped like its sandboxes, and its trees can
+// still be linked into the next pull's, packed as erofs, and removed.
+func TestIDsPulledImageOwners(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 3*time.Minute)
+	users := []testbin.LayerFile{
+		{Name: "etc/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "etc/passwd", Body: "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n"},
+		{Name: "etc/group", Body: "root:x:0:\napp:x:1000:\n"},
+		{Name: "home/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "home/app/", Type: tar.TypeDir, Mode: 0o700, UID: 1000, GID: 1000},
+		{Name: "home/app/notes", Body: "mine\n", Mode: 0o600, UID: 1000, GID: 1000},
+		{Name: "bin/su-ish", Type: tar.TypeLink, Link: "bin/busybox"},
+		{Name: "srv/", Type: tar.TypeDir, Mode: 0o755, UID: 33, GID: 33},
+		{Name: "srv/x", Body: "x", Mode: 0o4750, UID: 0, GID: 33},
+	}
+	cfg := v1.Config{Env: []string{"PATH=/bin"}, User: "app"}
+	first, err := testbin.BusyboxLayout(filepath.Join(t.TempDir(), "one"), "v1", cfg, users)
+	if err != nil {
+		t.Skip(err)
+	}
+	// The second begins with the first's layers: its pull starts from
+	// a copy of the first's tree.
+	second, err := testbin.BusyboxLayout(filepath.Join(t.TempDir(), "two"), "v1", cfg, users,
+		[]testbin.LayerFile{{Name: "home/app/more", Body: "more\n", UID: 1000, GID: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	for _, ref := range []string{first, second} {
+		sb := newSandbox(t, airlock.Config{Image: ref, ImageCacheDir: cacheDir})
+		if mapped := mappedIDs(t, mustRun(t, ctx, sb, "cat /proc/self/uid_map")); mapped < 65536 {
+			t.Skipf("the sandbox maps %d ids: an image's owners show only in a sandbox that maps 65,536", mapped)
+		}
+		want := "1000:1000 700\n1000:1000 600\n33:33 755\n0:33 4750\nwrote\n"
+		if ref == second {
+			want = "1000:1000 700\n1000:1000 600\n33:33 755\n0:33 4750\nwrote\nmore\n"
+		}
+		line := "stat -c '%u:%g %a' /home/app /home/app/notes /srv /srv/x; echo new > /home/app/new && echo wrote"
+		if ref == second {
+			line += "; cat /home/app/more"
+		}
+		res, err := sb.Run(ctx, airlock.Command{Shell: line, Dir: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Stdout) != want {
+			t.Errorf("%s as its user app: %q (stderr %q), want %q", ref, res.Stdout, res.Stderr, want)
+		}
+		sb.Close()
+	}
+
+	// What the sandboxes ran on can be packed, and removed whole.
+	agent, err := agentbin.Find(agentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := owners.Detect(agent)
+	if err != nil {
+		t.Fatalf("owners are kept in the sandbox but not by the cache: %v", err)
+	}
+	c, err := store.OpenWith(cacheDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := c.List()
+	if err != nil || len(imgs) != 2 {
+		t.Fatalf("the cache lists %d images (%v), want 2", len(imgs), err)
+	}
+	for _, img := range imgs {
+		if img.Owners != o.ID() {
+			t.Errorf("image %s made by %q, want %q", img.Key, img.Owners, o.ID())
+		}
+	}
+	if _, err := exec.LookPath("mkfs.erofs"); err == nil {
+		if _, err := c.EROFS(ctx, imgs[0]); err != nil {
+			t.Errorf("pack as erofs: %v", err)
+		}
+	}
+	for _, img := range imgs {
+		if _, err := c.Remove(ctx, img.Key); err != nil {
+			t.Errorf("remove %s: %v", img.Key, err)
+		}
+	}
+	if _, err := c.Prune(ctx); err != nil {
+		t.Errorf("prune: %v", err)
+	}
+	for _, sub := range []string{"images", "chains", "tmp"} {
+		if ents, err := os.ReadDir(filepath.Join(cacheDir, sub)); err != nil || len(ents) != 0 {
+			t.Errorf("the cache's %s after removing every image: %d entries (%v)", sub, len(ents), err)
+		}
+	}
+}
+
+// mappedIDs sums the counts of a uid_map.
+func mappedIDs(t *testing.T, uidMap string) int {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(uidMap), "\n") {
+		var in, out, size int
+		if _, err := fmt.Sscan(l, &in, &out, &size); err != nil {
+			t.Fatalf("map line %q: %v", l, err)
+		}
+		n += size
+	}
+	return n
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/image"
+	"github.com/airlock-sandbox/airlock/internal/image/owners"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
 )
 
@@ -89,6 +92,22 @@ func (c *Config) imageCacheDir() (string, error) {
 	return store.DefaultDir()
 }
 
+// openImageCache opens the image cache c uses. Without root, its trees
+// keep their files' owners when the caller has subordinate ids (see
+// package owners), with c's agent binary doing that work.
+func (c *Config) openImageCache() (*store.Cache, error) {
+	dir, err := c.imageCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	agent, _ := agentbin.Find(c.AgentPath)
+	o, err := owners.Detect(agent)
+	if err != nil {
+		slog.Debug("image cache", "owners", err)
+	}
+	return store.OpenWith(dir, o)
+}
+
 // resolveImage gets c.Image into the image cache when it names one,
 // reporting progress to c.OnImageProgress, and returns it, in use (see
 // store.Cache.Use) until its release.
@@ -96,11 +115,7 @@ func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
 	if !c.usesImage() {
 		return nil, nil
 	}
-	dir, err := c.imageCacheDir()
-	if err != nil {
-		return nil, err
-	}
-	cache, err := store.Open(dir)
+	cache, err := c.openImageCache()
 	if err != nil {
 		return nil, err
 	}

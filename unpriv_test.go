@@ -2,9 +2,12 @@ package airlock_test
 
 import (
 	"os"
+	"os/user"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/subid"
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
@@ -31,6 +34,16 @@ func TestUnprivilegedSuite(t *testing.T) {
 	for _, name := range []string{"TestLimitsMemoryOOM", "TestLimitsForkBomb", "TestExecTTY", "TestFilesRoundTrip"} {
 		if _, ok := results[name]; !ok {
 			t.Errorf("the unprivileged run did not run %s", name)
+		}
+	}
+	// With subordinate ids (useradd gives them on Debian), pulled
+	// images keep their owners without root too.
+	if u, err := user.Lookup(testbin.UnprivilegedUser); err == nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		if _, err := subid.LookupWith(uid, u.Username, subid.SubUIDFile, subid.SubGIDFile, subid.FindHelper); err == nil {
+			if r := results["TestIDsPulledImageOwners"]; r.Status != "PASS" {
+				t.Errorf("TestIDsPulledImageOwners as %s, who has subordinate ids: %s", testbin.UnprivilegedUser, r.Status)
+			}
 		}
 	}
 	if r := results["TestLimitsMemoryOOM"]; r.Status != "SKIP" {

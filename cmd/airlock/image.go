@@ -9,12 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
+	"github.com/airlock-sandbox/airlock/internal/image/owners"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
 // openImageCache opens the image cache: --cache-dir, $AIRLOCK_CACHE_DIR,
-// or ~/.cache/airlock.
+// or ~/.cache/airlock. Without root, its trees keep their files' owners
+// when the caller has subordinate ids (see package owners).
 func openImageCache(dir string) (*store.Cache, error) {
 	if dir == "" {
 		var err error
@@ -22,7 +25,18 @@ func openImageCache(dir string) (*store.Cache, error) {
 			return nil, err
 		}
 	}
-	return store.Open(dir)
+	agent, _ := agentbin.Find("")
+	o, _ := owners.Detect(agent)
+	return store.OpenWith(dir, o)
+}
+
+// noteOwners says on stderr, to a caller without root whose images
+// cannot keep their files' owners, why and how to fix it.
+func noteOwners() {
+	agent, _ := agentbin.Find("")
+	if _, err := owners.Detect(agent); err != nil {
+		fmt.Fprintf(os.Stderr, "note: %v\n", err)
+	}
 }
 
 func newImageCmd() *cobra.Command {

@@ -44,6 +44,7 @@ bounded in size and entries.`,
 			if err != nil {
 				return err
 			}
+			noteOwners()
 			view := newProgressView(os.Stderr, asJSON)
 			img, err := oci.Pull(cmd.Context(), cache, args[0], opts, view.Report)
 			view.Close()

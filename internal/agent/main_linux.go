@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/image/owners"
 	"github.com/airlock-sandbox/airlock/internal/tap"
 )
 
@@ -37,6 +38,10 @@ func Main(args []string) {
 	}
 	if len(args) > 1 && args[1] == agentproto.AwaitMapsArg {
 		awaitMaps(args[2:])
+		return
+	}
+	if len(args) > 1 && args[1] == agentproto.ImageWorkerArg {
+		owners.Serve(args[2:])
 		return
 	}
 	if err := closeOnExecAbove2(); err != nil {

@@ -15,19 +15,20 @@ import (
 // awaitMaps is the agent's first stage in a user namespace whose maps a
 // helper writes from outside (see agentproto.AwaitMapsArg): it waits for
 // the host's byte on the pipe syncFD, then executes the agent binary
-// binFD again, with the same descriptors and environment. Nothing else
+// binFD again, with the same descriptors and environment, and with the
+// arguments that follow the two descriptors, if any. Nothing else
 // runs before: until the maps are written this process has no id in its
 // namespace and no capability, and its execution afterwards, as root of
 // the namespace, is what gives the agent its capabilities there. An end
 // of file (the host's helper failed, or the host died) ends it.
 func awaitMaps(args []string) {
-	if len(args) != 2 {
-		fail("usage: airlock-guest %s SYNC-FD BINARY-FD", agentproto.AwaitMapsArg)
+	if len(args) < 2 {
+		fail("usage: airlock-guest %s SYNC-FD BINARY-FD [ARG...]", agentproto.AwaitMapsArg)
 	}
 	syncFD, err1 := strconv.Atoi(args[0])
 	binFD, err2 := strconv.Atoi(args[1])
 	if err1 != nil || err2 != nil || syncFD < 3 || binFD < 3 {
-		fail("bad descriptors %q", args)
+		fail("bad descriptors %q", args[:2])
 	}
 	var b [1]byte
 	for {
@@ -42,11 +43,10 @@ func awaitMaps(args []string) {
 		break
 	}
 	unix.Close(syncFD)
-	argv0, err := unix.BytePtrFromString("airlock-guest")
+	argv, err := syscall.SlicePtrFromStrings(append([]string{"airlock-guest"}, args[2:]...)) // nil-terminated
 	if err != nil {
 		fail("%v", err)
 	}
-	argv := []*byte{argv0, nil}
 	envp, err := syscall.SlicePtrFromStrings(os.Environ()) // nil-terminated
 	if err != nil {
 		fail("%v", err)

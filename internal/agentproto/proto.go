@@ -75,11 +75,17 @@ const HoldArg = "hold-userns"
 // AwaitMapsArg, as the agent binary's first argument, followed by the
 // numbers of two descriptors (a pipe and the agent binary), makes it
 // wait for a byte on the pipe and then execute the binary again as the
-// agent proper. The host starts it so in a new user namespace whose
+// agent proper, or with the arguments that follow the descriptors. The host starts it so in a new user namespace whose
 // maps a helper (newuidmap, newgidmap) writes once the process exists;
 // the execution after the maps are written is what gives root inside
 // its capabilities in the namespace.
 const AwaitMapsArg = "await-maps"
+
+// ImageWorkerArg, as the agent binary's first argument, makes it work
+// on image trees as root of a user namespace mapped like a sandbox of
+// an unprivileged caller (package owners): the host starts it through
+// AwaitMapsArg.
+const ImageWorkerArg = "image-worker"
 
 // Boot is the first frame the host sends. It tells the agent how to prepare
 // the sandbox before it accepts requests.

@@ -49,16 +49,16 @@ func idsCheck(root string, uid int, lookPath func(string) (string, error)) Check
 	ids, err := subid.LookupWith(uid, name, filepath.Join(root, subid.SubUIDFile), filepath.Join(root, subid.SubGIDFile), find)
 	if err != nil {
 		c.Status = Warn
-		c.Detail = fmt.Sprintf("%v: a sandbox has one uid and one gid inside (root, which is uid %d on the host), so chown to another user, su, set-id programs, useradd and packages that add users fail inside", err, uid)
+		c.Detail = fmt.Sprintf("%v: a sandbox has one uid and one gid inside (root, which is uid %d on the host), so chown to another user, su, set-id programs, useradd and packages that add users fail inside, and every file of an image pulled without root is yours", err, uid)
 		var m *subid.Missing
 		if errors.As(err, &m) {
-			c.Detail = fmt.Sprintf("%s: a sandbox has one uid and one gid inside (root, which is uid %d on the host), so chown to another user, su, set-id programs, useradd and packages that add users fail inside", m.Why, uid)
+			c.Detail = fmt.Sprintf("%s: a sandbox has one uid and one gid inside (root, which is uid %d on the host), so chown to another user, su, set-id programs, useradd and packages that add users fail inside, and every file of an image pulled without root is yours", m.Why, uid)
 			c.Fix = m.Fix
 		}
 		return c
 	}
 	c.Status = OK
-	c.Detail = fmt.Sprintf("user %s: a sandbox's root is uid %d and its ids 1-%d are the subordinate uids %d-%d and gids %d-%d (mapped by %s and %s); all of this user's sandboxes share them",
+	c.Detail = fmt.Sprintf("user %s: a sandbox's root is uid %d and its ids 1-%d are the subordinate uids %d-%d and gids %d-%d (mapped by %s and %s); all of this user's sandboxes share them, and images pulled by this user keep their files' owners through them",
 		name, uid, ids.UID.Count, ids.UID.First, ids.UID.End()-1, ids.GID.First, ids.GID.End()-1, ids.UIDHelper, ids.GIDHelper)
 	return c
 }

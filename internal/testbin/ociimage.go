@@ -18,48 +18,38 @@ import (
 // BusyboxApplets are the commands BusyboxLayout links to busybox.
 var BusyboxApplets = []string{"sh", "echo", "cat", "ls", "pwd", "id", "env", "stat", "touch", "mkdir", "hostname", "sleep"}
 
+// LayerFile is an entry of a layer that BusyboxLayout adds.
+type LayerFile struct {
+	Name, Body, Link string
+	Type             byte // tar.TypeReg when 0
+	Mode             int64
+	UID, GID         int
+}
+
 // BusyboxLayout writes, in the new folder dir, an OCI image layout
 // holding one image for this machine, tagged tag: Debian's static
 // busybox (/bin/busybox, from busybox-static) with its applets linked,
-// and cfg as its config. It returns the reference that names it
-// ("oci:DIR:TAG"), or an error when busybox is missing.
-func BusyboxLayout(dir, tag string, cfg v1.Config) (string, error) {
+// then a layer for each of layers, and cfg as its config. It returns the
+// reference that names it ("oci:DIR:TAG"), or an error when busybox is
+// missing.
+func BusyboxLayout(dir, tag string, cfg v1.Config, layers ...[]LayerFile) (string, error) {
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		return "", fmt.Errorf("no /bin/busybox (Debian's busybox-static): %w", err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(h *tar.Header, body []byte) error {
-		h.Format = tar.FormatPAX
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		_, err := tw.Write(body)
-		return err
-	}
-	if err := add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil); err != nil {
-		return "", err
-	}
-	if err := add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))}, bb); err != nil {
-		return "", err
-	}
+	base := []LayerFile{{Name: "bin/", Type: tar.TypeDir, Mode: 0o755}, {Name: "bin/busybox", Body: string(bb), Mode: 0o755}}
 	for _, a := range BusyboxApplets {
-		if err := add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+		base = append(base, LayerFile{Name: "bin/" + a, Type: tar.TypeSymlink, Link: "busybox", Mode: 0o777})
+	}
+	img := empty.Image
+	for _, files := range append([][]LayerFile{base}, layers...) {
+		l, err := layerOf(files)
+		if err != nil {
 			return "", err
 		}
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		return "", err
-	}
-	img, err := mutate.AppendLayers(empty.Image, l)
-	if err != nil {
-		return "", err
+		if img, err = mutate.AppendLayers(img, l); err != nil {
+			return "", err
+		}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -78,4 +68,33 @@ func BusyboxLayout(dir, tag string, cfg v1.Config) (string, error) {
 		return "", err
 	}
 	return "oci:" + dir + ":" + tag, nil
+}
+
+// layerOf is an uncompressed layer of files.
+func layerOf(files []LayerFile) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		h := &tar.Header{Name: f.Name, Typeflag: f.Type, Mode: f.Mode, Linkname: f.Link, Uid: f.UID, Gid: f.GID, Format: tar.FormatPAX}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(f.Body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write([]byte(f.Body)); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 }
