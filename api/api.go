@@ -378,16 +378,25 @@ type PathParams struct {
 //
 // Offset and Length read a part: Length bytes from Offset (0: to the
 // end), within MaxBytes, so that a file of any size is read in parts.
+//
+// HostPath, when set, names an existing regular file on the host where
+// the server runs (not a symbolic link), which the server truncates and
+// writes the content to, instead of putting it in the result: a client
+// on the same host (the SDKs, for large reads) skips base64 both ways.
+// No message limit applies then; what is read is bounded by MaxBytes if
+// set, and by the file's size when the read starts.
 type ReadFileParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Path      string `json:"path"`
 	MaxBytes  int64  `json:"max_bytes,omitempty"`
 	Offset    int64  `json:"offset,omitempty"`
 	Length    int64  `json:"length,omitempty"`
+	HostPath  string `json:"host_path,omitempty"`
 }
 
 // ReadFileResult carries a file's content: Size bytes of it, from the
-// offset asked for, of a file of FileSize bytes.
+// offset asked for, of a file of FileSize bytes. With a HostPath, the
+// content is in that file and Content is empty.
 type ReadFileResult struct {
 	Content  string `json:"content"`
 	Size     int64  `json:"size"`

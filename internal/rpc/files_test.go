@@ -1,7 +1,12 @@
 package rpc
 
 import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +94,76 @@ func TestSymlinkSetAttr(t *testing.T) {
 	e := wantError(t, c.call("suid", api.MethodSetAttr, map[string]any{"path": "/workspace/d", "mode": 0o4755}), api.CodeInvalidParams)
 	if !strings.Contains(e.Message, "0777") {
 		t.Errorf("a set-id mode: %q", e.Message)
+	}
+}
+
+// TestReadFileToHost: read_file with host_path writes the content to
+// that host file, past the message limit, in parts as asked; it opens
+// only an existing regular file, never through a symbolic link.
+func TestReadFileToHost(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true, MaxMessage: 1 << 20}, ServeOptions{})
+	c.create("c", nil)
+	c.result("mk", api.MethodExec, map[string]any{"command": "head -c 3000000 /dev/urandom > /workspace/big; printf 0123456789 > /workspace/f; : > /workspace/empty"}, nil)
+	dir := t.TempDir()
+	host := filepath.Join(dir, "out")
+	if err := os.WriteFile(host, []byte("old content, longer than some reads"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var r api.ReadFileResult
+	c.result("big", api.MethodReadFile, map[string]any{"path": "/workspace/big", "host_path": host}, &r)
+	b, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Size != 3000000 || r.FileSize != 3000000 || len(b) != 3000000 || r.Content != "" {
+		t.Errorf("a 3 MB read past the 1 MiB message limit: size %d, file_size %d, %d bytes on the host, content %d", r.Size, r.FileSize, len(b), len(r.Content))
+	}
+	var sum api.ExecResult
+	c.result("sum2", api.MethodExec, map[string]any{"command": "sha256sum < /workspace/big"}, &sum)
+	if got := fmt.Sprintf("%x  -\n", sha256.Sum256(b)); got != unb64(t, sum.Stdout) {
+		t.Errorf("the host file's sha256 %q, the sandbox's %q", got, sum.Stdout)
+	}
+	for i, tc := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{map[string]any{"offset": 3, "length": 4}, "3456"},
+		{map[string]any{"offset": 8}, "89"},
+		{map[string]any{"offset": 20}, ""},
+		{map[string]any{"max_bytes": 10}, "0123456789"},
+	} {
+		tc.params["path"], tc.params["host_path"] = "/workspace/f", host
+		c.result(i, api.MethodReadFile, tc.params, &r)
+		if b, _ := os.ReadFile(host); string(b) != tc.want || r.Size != int64(len(tc.want)) || r.FileSize != 10 {
+			t.Errorf("read_file %v: host file %q, size %d, file_size %d; want %q", tc.params, b, r.Size, r.FileSize, tc.want)
+		}
+	}
+	c.result("empty", api.MethodReadFile, map[string]any{"path": "/workspace/empty", "host_path": host}, &r)
+	if b, _ := os.ReadFile(host); len(b) != 0 || r.Size != 0 {
+		t.Errorf("an empty file: %q, size %d", b, r.Size)
+	}
+	e := wantError(t, c.call("toolarge", api.MethodReadFile, map[string]any{"path": "/workspace/f", "host_path": host, "max_bytes": 4}), api.CodeFileError)
+	if d, _ := e.Data.(map[string]any); d["kind"] != "too_large" {
+		t.Errorf("a file over max_bytes: %+v", e)
+	}
+	// Only an existing regular file, by an absolute path, not through
+	// a symbolic link.
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(host, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, hp := range []string{filepath.Join(dir, "missing"), link, dir, fifo, "relative"} {
+		wantError(t, c.call("bad"+string(rune('a'+i)), api.MethodReadFile, map[string]any{"path": "/workspace/f", "host_path": hp}), api.CodeInvalidParams)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "missing")); err == nil {
+		t.Error("read_file made the missing host_path")
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after a read through it: %v %v", fi, err)
 	}
 }

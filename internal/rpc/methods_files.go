@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -89,6 +92,9 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 	if e := needPath(api.MethodReadFile, p.Path); e != nil {
 		return nil, e
 	}
+	if p.HostPath != "" {
+		return ss.readFileToHost(ctx, &p)
+	}
 	limit := ss.opts.maxReadBytes()
 	maxBytes := p.MaxBytes
 	switch {
@@ -149,6 +155,80 @@ func (ss *session) readFile(ctx context.Context, j *job) (any, error) {
 		blobs:   []jsonblob.Blob{{Key: "content", Data: buf.buf}},
 		recycle: true,
 	}, nil
+}
+
+// readFileToHost is read_file with host_path: the content goes to that
+// host file, not into the response, so no message limit applies; what
+// is read is bounded by max_bytes when set and by the file's size as
+// the read starts.
+func (ss *session) readFileToHost(ctx context.Context, p *api.ReadFileParams) (any, error) {
+	switch {
+	case p.MaxBytes < 0:
+		return nil, invalidParams("read_file params: max_bytes must not be negative")
+	case p.Offset < 0:
+		return nil, invalidParams("read_file params: offset must not be negative")
+	case p.Length < 0:
+		return nil, invalidParams("read_file params: length must not be negative")
+	case !filepath.IsAbs(p.HostPath):
+		return nil, invalidParams("read_file params: host_path %s is not an absolute path", quote(p.HostPath))
+	}
+	sbe, err := ss.resolve(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	// The client made the file: it is opened, never created, and not
+	// through a symbolic link.
+	f, err := os.OpenFile(p.HostPath, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, invalidParams("read_file: open host_path %s (it must be an existing regular file this server may write): %v", quote(p.HostPath), err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, invalidParams("read_file: host_path %s is not a regular file", quote(p.HostPath))
+	}
+	if err := f.Truncate(0); err != nil {
+		return nil, invalidParams("read_file: truncate host_path %s: %v", quote(p.HostPath), err)
+	}
+	info, err := sbe.sb.Stat(ctx, p.Path)
+	if err != nil {
+		return nil, fileError(ctx, sbe, "read", p.Path, err)
+	}
+	want := max(info.Size-p.Offset, 0)
+	if p.Length > 0 {
+		want = min(want, p.Length)
+	}
+	if p.MaxBytes > 0 && p.Offset == 0 && p.Length == 0 && info.Size > p.MaxBytes {
+		err := agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("the file is %d bytes, more than max_bytes (%d)", info.Size, p.MaxBytes))
+		return nil, fileError(ctx, sbe, "read", p.Path, err)
+	}
+	if p.MaxBytes > 0 {
+		want = min(want, p.MaxBytes)
+	}
+	if want == 0 {
+		// Length 0 would read to the end of what the file has become.
+		return api.ReadFileResult{Mode: uint32(info.Mode), FileSize: info.Size}, nil
+	}
+	w := &countWriter{w: f}
+	fi, _, err := sbe.sb.ReadFileAt(ctx, p.Path, w, p.Offset, want)
+	if err != nil {
+		return nil, fileError(ctx, sbe, "read", p.Path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, rpcError(api.CodeInternal, "read_file: write host_path %s: %v", quote(p.HostPath), err)
+	}
+	return api.ReadFileResult{Size: w.n, Mode: uint32(fi.Mode), FileSize: fi.Size}, nil
+}
+
+// countWriter counts what it writes to w.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // limitWriter refuses more than n bytes: a part read from an offset, to

@@ -24,6 +24,9 @@ DEFAULT_PART_BYTES = 8 << 20
 READ_PART_BYTES = 64 << 20
 #: read_file's bound by default: what one message holds (as the server's).
 DEFAULT_MAX_READ = 64 << 20
+#: What read_file asks for in its first request; the rest of a larger file
+#: goes through a host file (see host_file) when the server can write one.
+INLINE_READ_BYTES = 1 << 20
 #: Largest piece of stdin per request.
 MAX_STDIN_CHUNK = 1 << 20
 
@@ -37,6 +40,32 @@ INSTALL_HINT = (
 #: Bytes asked of each read of the server's output.
 READ_SIZE = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux), not named before Python 3.10
+
+
+def host_file() -> str:
+    """A new, empty, private (0600) temporary file for read_file's
+    ``host_path``: the server, on this host, writes a large read's bytes
+    there instead of into its answer, which spares base64 both ways."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix="airlock-read-")
+    os.close(fd)
+    return path
+
+
+def take_host_file(path: str) -> bytes:
+    """The contents of a host_file, which is then removed."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    finally:
+        remove_host_file(path)
+
+
+def remove_host_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def grow_pipe(fd: int, size: int = 1 << 20) -> None:

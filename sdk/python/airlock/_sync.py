@@ -12,7 +12,7 @@ from typing import (IO, Any, Callable, Deque, Dict, Iterator, List, Mapping, Opt
                     Sequence, Union)
 
 from . import _protocol as P
-from ._errors import AirlockError, ClientClosed, OutputOverflow, error_from_wire
+from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
                         PolicyResult)
 
@@ -204,6 +204,9 @@ class Client:
         self._pending: Dict[int, Union[_Call, _Stream]] = {}
         self._closed: Optional[BaseException] = None
         self._max_buffered = max_buffered_output
+        # Whether the server can write host files for large reads
+        # (read_file's host_path): until it says otherwise.
+        self._host_files = True
         self._event_buffer = event_buffer
         self._queues: List[_EventQueue] = []
         self._handlers: List[tuple] = []
@@ -720,18 +723,40 @@ class Sandbox:
             return P.content_of(self._client._call("read_file", p))
         c = self._client
         part = min(P.READ_PART_BYTES, max_bytes or P.READ_PART_BYTES)
-        first = c._call("read_file", self._p(path=path, length=part))
+        first = c._call("read_file", self._p(path=path, length=min(part, P.INLINE_READ_BYTES)))
         data = P.content_of(first)
         size = int(first.get("file_size", 0))
         P.check_read_size(path, size, max_bytes)
         if len(data) >= size:
             return data
+        rest = self._read_via_host(path, len(data), size - len(data))
+        if rest is not None:
+            return data + rest
         calls = [c._send("read_file", self._p(path=path, offset=at, length=min(part, size - at)))[1]
                  for at in range(len(data), size, part)]
         parts = [data]
         for call in calls:
             parts.append(P.content_of(call.result()))
         return b"".join(parts)
+
+    def _read_via_host(self, path: str, offset: int, length: int) -> Optional[bytes]:
+        """Reads a part through a host file that the server writes (read_file's
+        host_path), or returns None when the server cannot write one (it runs
+        on another host, or as a user that cannot open it)."""
+        c = self._client
+        if not c._host_files:
+            return None
+        tmp = P.host_file()
+        try:
+            c._call("read_file", self._p(path=path, offset=offset, length=length, host_path=tmp))
+        except InvalidParams:
+            P.remove_host_file(tmp)
+            c._host_files = False
+            return None
+        except BaseException:
+            P.remove_host_file(tmp)
+            raise
+        return P.take_host_file(tmp)
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read_file(path).decode(encoding)
@@ -774,6 +799,14 @@ class Sandbox:
                 n += len(part)
             return n
         with open(dest, "wb") as f:  # type: ignore[arg-type]
+            if self._client._host_files:
+                # The server writes the host file itself when it can.
+                try:
+                    res = self._client._call("read_file", self._p(
+                        path=path, host_path=os.path.abspath(os.fspath(dest))))  # type: ignore[arg-type]
+                    return int(res.get("size", 0))
+                except InvalidParams:
+                    pass  # not a path it may write (a link, another host): in parts
             return self.download(path, f, part_size=part_size)
 
     def upload(self, src: Union[PathLike, IO[bytes], bytes], path: str, mode: int = 0o644, *,

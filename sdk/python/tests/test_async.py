@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any, Coroutine
 
 import pytest
@@ -16,7 +17,7 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
-def test_async_everything() -> None:
+def test_async_everything(tmp_path: Path) -> None:
     async def main() -> None:
         async with aio.Sandbox.create(resources={"memory_mb": 512}) as sb:
             seen = []
@@ -64,6 +65,12 @@ def test_async_everything() -> None:
             parts = [x async for x in sb.iter_file("/tmp/big", part_size=1 << 20)]
             assert b"".join(parts) == big and len(parts) == 4
             assert await sb.read_file("/tmp/big", offset=5, length=5) == big[5:10]
+            # Past its first MiB, a whole read and a download go through
+            # host files the server writes.
+            assert await sb.read_file("/tmp/big") == big
+            assert sb.client._host_files is True
+            dst = tmp_path / "dst"
+            assert await sb.download("/tmp/big", str(dst)) == len(big) and dst.read_bytes() == big
             with pytest.raises(airlock.Unsupported):
                 await sb.policy.get()
             with pytest.raises(airlock.CommandFailed):

@@ -7,10 +7,12 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
 import airlock
+from airlock import _protocol as P
 
 
 def test_exec_buffered(sb: airlock.Sandbox) -> None:
@@ -122,6 +124,41 @@ def test_upload_download(sb: airlock.Sandbox, tmp_path: Path) -> None:
     assert b"".join(sb.iter_file("/tmp/up", part_size=3 << 20, offset=100)) == data[100:]
     assert sb.upload(b"", "/tmp/empty") == 0 and sb.read_file("/tmp/empty") == b""
     assert sb.download("/tmp/empty", str(dst)) == 0
+
+
+def test_large_read_through_host_file(sb: airlock.Sandbox, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read past the first MiB goes through a host file the server
+    writes; no temporary file is left. When the server refuses the host
+    file (here: a symbolic link, which it never follows), the read falls
+    back to parts in the answers and is just as whole."""
+    data = os.urandom((3 << 20) + 5)
+    sb.write_file("/tmp/big", data)
+    made: List[str] = []
+    real = P.host_file
+
+    def spy() -> str:
+        made.append(real())
+        return made[-1]
+    monkeypatch.setattr(P, "host_file", spy)
+    assert sb.read_file("/tmp/big") == data
+    assert len(made) == 1 and not os.path.exists(made[0])
+    dst = tmp_path / "dst"
+    assert sb.download("/tmp/big", str(dst)) == len(data) and dst.read_bytes() == data
+
+    target = tmp_path / "target"
+    target.write_bytes(b"")
+
+    def link() -> str:
+        p = tmp_path / f"link{len(made)}"
+        p.symlink_to(target)
+        made.append(str(p))
+        return str(p)
+    monkeypatch.setattr(P, "host_file", link)
+    assert sb.read_file("/tmp/big") == data
+    assert target.read_bytes() == b"" and not os.path.lexists(made[-1])
+    assert sb._client._host_files is False
+    assert sb.read_file("/tmp/big") == data and len(made) == 2
 
 
 def test_events(sb: airlock.Sandbox) -> None:
