@@ -3,6 +3,17 @@
 // 64 MiB read_file, against a fresh `airlock rpc`. It prints one JSON
 // object, so that an SDK's benchmark can run it next to its own numbers
 // (sdk/python/bench/bench.py does).
+//
+// With -serve it instead starts `airlock rpc`, creates a sandbox holding
+// a file of -size bytes at /tmp/bench.bin, prints "ready", and answers
+// commands on stdin, one JSON line each, so that an SDK's benchmark can
+// alternate its own rounds with these in one run
+// (sdk/typescript/bench/bench.mjs does):
+//
+//	exec N   N round trips of exec `true`: {"ms": [...]}
+//	read N   N read_file of the whole file: {"mbps": [...]}
+//
+// End of stdin closes the sandbox and the client.
 package main
 
 import (
@@ -23,14 +34,21 @@ func main() {
 	execs := flag.Int("exec", 300, "exec round trips to time")
 	reads := flag.Int("reads", 5, "64 MiB reads to time")
 	size := flag.Int("size", 64<<20, "bytes per read")
+	serveMode := flag.Bool("serve", false, "answer exec and read commands on stdin (see the package's doc)")
 	flag.Parse()
-	if err := run(*bin, *execs, *reads, *size); err != nil {
+	run := func() error { return once(*bin, *execs, *reads, *size) }
+	if *serveMode {
+		run = func() error { return serve(*bin, *size) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-sdkbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, execs, reads, size int) error {
+// once measures execs round trips and reads reads, and prints their
+// summary.
+func once(bin string, execs, reads, size int) error {
 	ctx := context.Background()
 	c, err := client.Start(ctx, client.Options{Binary: bin})
 	if err != nil {

@@ -104,6 +104,11 @@ def main() -> None:
         mb = statistics.median(r["read_64mib_mbps"] for r in rs)
         print(f"{name:18} {rt:22.3f} {p90:8.3f} {rt / go_rt:6.2f} {mb:19.0f}")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(json.dumps({name: {
+        "exec_true_ms_median": statistics.median(r["exec_true_ms_median"] for r in rs),
+        "exec_true_ms_p90": statistics.median(r["exec_true_ms_p90"] for r in rs),
+        "read_64mib_mbps": statistics.median(r["read_64mib_mbps"] for r in rs),
+    } for name, rs in res.items()}))
 
 
 if __name__ == "__main__":

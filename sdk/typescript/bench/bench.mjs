@@ -7,7 +7,7 @@
 //   node bench/bench.mjs [--rounds 10] [--execs 50] [--size 67108864]
 //
 // Needs bin/airlock (make build) and go (for the Go side,
-// bench/cmd/airlock-sdkbench-go). Prints a table, then one JSON line.
+// bench/cmd/airlock-sdkbench -serve). Prints a table, then one JSON line.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -41,14 +41,14 @@ function pct(xs, p) {
 
 // The Go side.
 mkdirSync(join(sdkDir, 'build'), { recursive: true });
-const goBin = join(sdkDir, 'build', 'airlock-sdkbench-go');
-const built = spawnSync('go', ['build', '-o', goBin, './bench/cmd/airlock-sdkbench-go'], { cwd: repoRoot, stdio: 'inherit' });
-if (built.status !== 0) throw new Error('building bench/cmd/airlock-sdkbench-go failed');
-const go = spawn(goBin, ['-airlock', airlockBin, '-size', String(size)], { stdio: ['pipe', 'pipe', 'inherit'] });
+const goBin = join(sdkDir, 'build', 'airlock-sdkbench');
+const built = spawnSync('go', ['build', '-o', goBin, './bench/cmd/airlock-sdkbench'], { cwd: repoRoot, stdio: 'inherit' });
+if (built.status !== 0) throw new Error('building bench/cmd/airlock-sdkbench failed');
+const go = spawn(goBin, ['-serve', '-airlock', airlockBin, '-size', String(size)], { stdio: ['pipe', 'pipe', 'inherit'] });
 const goLines = createInterface({ input: go.stdout })[Symbol.asyncIterator]();
 async function goLine() {
   const r = await goLines.next();
-  if (r.done) throw new Error('airlock-sdkbench-go ended');
+  if (r.done) throw new Error('airlock-sdkbench -serve ended');
   return r.value;
 }
 async function goAsk(cmd) {
@@ -61,7 +61,7 @@ const sb = await Sandbox.create({ resources: { memory_mb: 1024 }, disk_mb: 256 }
 const data = Buffer.alloc(size);
 for (let i = 0; i < size; i++) data[i] = (i * 7) & 0xff;
 await sb.writeFile('/tmp/bench.bin', data);
-if ((await goLine()) !== 'ready') throw new Error('airlock-sdkbench-go did not start');
+if ((await goLine()) !== 'ready') throw new Error('airlock-sdkbench -serve did not start');
 
 async function tsExec(n) {
   const ms = [];

@@ -145,6 +145,11 @@ export class Client {
   readonly pid: number;
   /** The server's largest message (info's max_message_bytes). */
   maxMessageBytes = 128 << 20;
+  /**
+   * Whether the server can write host files for large reads (read_file's
+   * host_path, sparing base64 both ways): until it refuses one.
+   */
+  hostFiles = true;
 
   private constructor(bin: string, opts: ClientOptions) {
     this.closeTimeoutMs = opts.closeTimeoutMs ?? 10000;

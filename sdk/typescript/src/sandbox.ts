@@ -1,10 +1,13 @@
 // Sandbox: the operations on one sandbox, with the Go API's names.
 
 import './polyfill.js';
+import { mkdtemp, readFile as readHostFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 
 import type { Client, ClientOptions, Message } from './client.js';
-import { errorFromWire } from './errors.js';
+import { errorFromWire, InvalidParamsError } from './errors.js';
 import { Queue } from './queue.js';
 import type {
   CreateParams,
@@ -25,6 +28,8 @@ export const STREAM_CHUNK = 8 << 20;
 
 /** How many parts of one file readFile has in flight. */
 const READ_AHEAD = 3;
+/** What readFile asks for in its first request when host files serve the rest. */
+const INLINE_READ = 1 << 20;
 
 /** The result of a command: its output as bytes (and text), exit status and costs. */
 export class ExecResult {
@@ -424,11 +429,14 @@ export class Sandbox {
       const m = await this.call('read_file', p, opts.signal);
       return blobOf(m.blobs, m.result, 'content');
     };
-    const first = await this.call('read_file', { path, offset: 0, length: STREAM_CHUNK }, opts.signal);
+    // The first MiB comes in the answer; the rest, when the server can
+    // write host files, through one (readViaHost).
+    const firstLength = this.client.hostFiles ? INLINE_READ : STREAM_CHUNK;
+    const first = await this.call('read_file', { path, offset: 0, length: firstLength }, opts.signal);
     const size: number = first.result.file_size ?? 0;
     const head = base64Of(first.blobs, first.result, 'content');
     const got: number = first.result.size ?? 0;
-    if (got === size || got < STREAM_CHUNK) {
+    if (got === size || got < firstLength) {
       if (opts.maxBytes !== undefined && got > opts.maxBytes) return whole();
       return Buffer.from(head, 'base64');
     }
@@ -437,9 +445,14 @@ export class Sandbox {
     if (size > (opts.maxBytes ?? this.client.maxMessageBytes / 2)) return whole();
     const out = Buffer.allocUnsafe(size);
     let end = out.write(head, 0, 'base64');
+    const rest = await this.readViaHost(path, end, size - end, opts.signal);
+    if (rest !== undefined) {
+      rest.copy(out, end);
+      return out.subarray(0, end + rest.length);
+    }
     const parts: Promise<void>[] = [];
     let failed: unknown;
-    let next = STREAM_CHUNK;
+    let next = got;
     let short = size;
     const readPart = async (off: number): Promise<void> => {
       const m = await this.call('read_file', { path, offset: off, length: Math.min(STREAM_CHUNK, size - off) }, opts.signal);
@@ -463,6 +476,32 @@ export class Sandbox {
     if (failed !== undefined) throw failed;
     // A file that shrank meanwhile ends where its first short part did.
     return out.subarray(0, Math.min(short, end));
+  }
+
+  /**
+   * Reads length bytes from offset through a private temporary host file
+   * that the server writes (read_file's host_path): no base64 either way.
+   * Undefined when the server cannot write one (it runs on another host).
+   */
+  private async readViaHost(path: string, offset: number, length: number, signal?: AbortSignal): Promise<Buffer | undefined> {
+    if (!this.client.hostFiles) return undefined;
+    const dir = await mkdtemp(join(tmpdir(), 'airlock-read-'));
+    const file = join(dir, 'part');
+    try {
+      await writeFile(file, '', { mode: 0o600 });
+      try {
+        await this.call('read_file', { path, offset, length, host_path: file }, signal);
+      } catch (err) {
+        if (err instanceof InvalidParamsError) {
+          this.client.hostFiles = false;
+          return undefined;
+        }
+        throw err;
+      }
+      return await readHostFile(file);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   }
 
   /** Reads length bytes from offset (fewer where the file ends; 0: to the end), and the file's size. */

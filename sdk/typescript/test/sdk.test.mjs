@@ -6,6 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { Writable } from 'node:stream';
 
 import {
@@ -201,11 +203,23 @@ describe('one sandbox', { skip }, () => {
     for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
     await sb.writeFile('/tmp/bin', big);
     assert.ok((await sb.readFile('/tmp/bin')).equals(big));
-    // Larger than one part: read in parts, several at once, into one buffer.
+    // Larger than one part: the rest comes through a host file the
+    // server writes, which is gone afterwards.
     const huge = Buffer.alloc(19 * (1 << 20) + 4320);
     for (let i = 0; i < huge.length; i += 4) huge.writeUInt32LE(i, i);
     await sb.writeFile('/tmp/huge', huge);
+    const tmpBefore = readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-read-')).length;
     assert.ok((await sb.readFile('/tmp/huge')).equals(huge));
+    assert.equal(sb.client.hostFiles, true);
+    assert.equal(readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-read-')).length, tmpBefore);
+    // Without host files (a server on another host): in parts, several
+    // at once, into one buffer.
+    sb.client.hostFiles = false;
+    try {
+      assert.ok((await sb.readFile('/tmp/huge')).equals(huge));
+    } finally {
+      sb.client.hostFiles = true;
+    }
     await assert.rejects(sb.readFile('/tmp/huge', { maxBytes: 9 << 20 }), (e) => e instanceof FileError && e.kind === 'too_large');
     assert.equal((await sb.readFile('/tmp/huge', { maxBytes: 20 << 20 })).length, huge.length);
     await sb.writeFile('/tmp/empty', '');

@@ -1,20 +1,9 @@
-// Command airlock-sdkbench-go is the Go client's side of an SDK's
-// benchmark: it starts `airlock rpc` through package client, creates a
-// sandbox holding a file of -size bytes at /tmp/bench.bin, prints "ready",
-// and then answers commands on stdin, one JSON line each, so that the
-// SDK's benchmark can alternate its own rounds with these in one run:
-//
-//	exec N   N round trips of exec `true`: {"ms": [...]}
-//	read N   N read_file of the whole file: {"mbps": [...]}
-//
-// End of stdin closes the sandbox and the client.
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -23,17 +12,8 @@ import (
 	"github.com/airlock-sandbox/airlock/client"
 )
 
-func main() {
-	bin := flag.String("airlock", "", "the airlock executable (default $AIRLOCK_BIN, then PATH)")
-	size := flag.Int("size", 64<<20, "bytes of the file read_file reads")
-	flag.Parse()
-	if err := run(*bin, *size); err != nil {
-		fmt.Fprintln(os.Stderr, "airlock-sdkbench-go:", err)
-		os.Exit(1)
-	}
-}
-
-func run(bin string, size int) error {
+// serve answers the commands on stdin (see the package's doc).
+func serve(bin string, size int) error {
 	ctx := context.Background()
 	c, err := client.Start(ctx, client.Options{Binary: bin})
 	if err != nil {
