@@ -1,0 +1,311 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/lifecycle"
+	"github.com/airlock-sandbox/airlock/internal/rpc"
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+// supervisorSpec is what `airlock run --detach` hands the supervisor
+// process it starts, on descriptor 3.
+type supervisorSpec struct {
+	ID      string         `json:"id"`
+	Config  airlock.Config `json:"config"`
+	Command []string       `json:"command,omitempty"`
+	Dir     string         `json:"dir,omitempty"`
+	User    string         `json:"user,omitempty"`
+	TTY     bool           `json:"tty,omitempty"`
+	Rows    uint16         `json:"rows,omitempty"`
+	Cols    uint16         `json:"cols,omitempty"`
+	Timeout time.Duration  `json:"timeout,omitempty"`
+}
+
+// supervisorReady is the supervisor's one-line report on descriptor 4.
+type supervisorReady struct {
+	ID       string   `json:"id,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	ExitCode int      `json:"exit_code,omitempty"`
+}
+
+// maxSpecBytes bounds the spec a supervisor reads.
+const maxSpecBytes = 4 << 20
+
+// runDetached starts a supervisor process for a new sandbox, waits until
+// the sandbox runs, prints its id and returns. The supervisor keeps the
+// sandbox until its main command ends, it is killed, or its timeout.
+func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
+	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the airlock executable to start the supervisor: %w", err)
+	}
+	cmd := exec.Command(exe, superviseCmdName)
+	cmd.ExtraFiles = []*os.File{specR, readyW}
+	// Its own session: the supervisor outlives this command and is not
+	// reached by signals sent to this terminal's process group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	specR.Close()
+	readyW.Close()
+	if err != nil {
+		return fmt.Errorf("start the sandbox supervisor: %w", err)
+	}
+	go func() {
+		_ = json.NewEncoder(specW).Encode(spec)
+		specW.Close()
+	}()
+	type result struct {
+		r   supervisorReady
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		line, err := bufio.NewReader(io.LimitReader(readyR, 1<<20)).ReadBytes('\n')
+		var r supervisorReady
+		if err == nil {
+			err = json.Unmarshal(line, &r)
+		}
+		got <- result{r, err}
+	}()
+	var res result
+	select {
+	case res = <-got:
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return ctx.Err()
+	}
+	readyR.Close()
+	if res.err != nil {
+		// It died before reporting; reap it so that it leaves no zombie.
+		werr := cmd.Wait()
+		return fmt.Errorf("the sandbox supervisor exited during start (%v): run `airlock doctor`, or run the command without --detach to see the error", werr)
+	}
+	_ = cmd.Process.Release()
+	if res.r.Error != "" {
+		if f.asJSON {
+			_ = writeJSON(map[string]any{"error": res.r.Error, "sandbox_id": res.r.ID})
+		} else {
+			fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(res.r.Error))
+		}
+		code := res.r.ExitCode
+		if code == 0 {
+			code = 125
+		}
+		return exitError{code}
+	}
+	if f.asJSON {
+		return writeJSON(map[string]any{"sandbox_id": res.r.ID, "notes": res.r.Notes})
+	}
+	if !f.quiet {
+		for _, n := range res.r.Notes {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
+		}
+	}
+	if _, err := fmt.Println(res.r.ID); err != nil {
+		// The sandbox runs on, as asked; airlock list shows it.
+		return fmt.Errorf("print the id of sandbox %s: %w", res.r.ID, err)
+	}
+	return nil
+}
+
+const superviseCmdName = "__supervise"
+
+func newSuperviseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    superviseCmdName,
+		Short:  "Supervise a detached sandbox (started by airlock run --detach)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE:   func(cmd *cobra.Command, _ []string) error { return supervise(cmd.Context()) },
+	}
+}
+
+// supervise is the supervisor of one detached sandbox: it creates it,
+// records it, serves its control socket, runs its main command and, when
+// that ends or the supervisor is told to stop, tears the sandbox down.
+func supervise(ctx context.Context) error {
+	ready := os.NewFile(4, "ready")
+	reported := false
+	report := func(r supervisorReady) {
+		if reported {
+			return
+		}
+		reported = true
+		_ = json.NewEncoder(ready).Encode(r)
+		ready.Close()
+	}
+	fail := func(id string, code int, err error) error {
+		report(supervisorReady{ID: id, Error: err.Error(), ExitCode: code})
+		return exitError{code}
+	}
+	var spec supervisorSpec
+	if err := json.NewDecoder(io.LimitReader(os.NewFile(3, "spec"), maxSpecBytes)).Decode(&spec); err != nil {
+		return fail("", 125, fmt.Errorf("read the supervisor's instructions: %w", err))
+	}
+	// Stop on kill, interrupt or hang-up; the sandbox is torn down first.
+	stopped, stop := signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	work := context.WithoutCancel(ctx)
+
+	home, err := airlock.Home()
+	if err != nil {
+		return fail(spec.ID, 125, err)
+	}
+	store, err := state.Open(home)
+	if err != nil {
+		return fail(spec.ID, 125, err)
+	}
+	// Events reach the sessions on the control socket through a hub. The
+	// configuration recorded is the one asked for; the sandbox is made to
+	// outlive its main command's timeout.
+	hub := &rpc.Hub{}
+	cfg := spec.Config
+	if len(spec.Command) > 0 {
+		cfg = withCommandMargin(cfg, spec.Timeout)
+	}
+	cfg.OnEvent = hub.Publish
+	sb, err := airlock.CreateWithID(work, spec.ID, cfg)
+	if err != nil {
+		return fail(spec.ID, 125, err)
+	}
+	defer sb.Close()
+
+	lw := &lateWriter{}
+	log := slog.New(slog.NewTextHandler(lw, nil))
+	var main *lifecycle.MainCommand
+	opts := lifecycle.Options{
+		Store:   store,
+		Kind:    state.KindDetached,
+		Command: spec.Command,
+		Server:  rpc.NewServer(rpc.Options{Version: version, Logger: log}),
+		Events:  hub,
+		Logger:  log,
+	}
+	opts.Config, _ = json.Marshal(spec.Config)
+	if len(spec.Command) > 0 {
+		main = lifecycle.NewMainCommand()
+		opts.Main = main
+	}
+	sup, err := lifecycle.Begin(work, sb, opts)
+	if err != nil {
+		return fail(spec.ID, 125, err)
+	}
+	logToFile(lw, store.Dir(spec.ID))
+	if main != nil {
+		if err := main.SetLog(store.LogPath(spec.ID)); err != nil {
+			sup.End("failed", nil)
+			return fail(spec.ID, 125, err)
+		}
+		p, err := sb.Start(work, airlock.Command{
+			Argv: spec.Command, Dir: spec.Dir, User: spec.User, TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols,
+			OpenStdin: true, Stdout: main.Stdout(), Stderr: main.Stderr(), Timeout: spec.Timeout,
+		})
+		if err != nil {
+			main.Failed(err)
+			code := 125
+			var se *airlock.StartError
+			if errors.As(err, &se) {
+				code = se.ExitCode()
+			}
+			sup.End("failed to start", &code)
+			return fail(spec.ID, code, err)
+		}
+		main.Started(p)
+	}
+	report(supervisorReady{ID: sb.ID(), Notes: sb.Notes()})
+
+	var mainDone <-chan struct{}
+	if main != nil {
+		mainDone = main.Done()
+	}
+	reason, code := "", (*int)(nil)
+	select {
+	case <-mainDone:
+		res, err := main.Wait()
+		switch {
+		case err != nil:
+			reason = "main command failed: " + err.Error()
+		case res.KilledBy == airlock.KilledByTimeout:
+			reason, code = "timeout", &res.ExitCode
+		default:
+			reason, code = "exited", &res.ExitCode
+		}
+	case <-stopped.Done():
+		reason = "killed"
+	case <-sb.Done():
+		reason = "stopped"
+	}
+	if err := sb.Err(); err != nil {
+		// It stopped by itself: it crashed (a main command that failed
+		// for that ends after the sandbox has stopped, so this says so),
+		// or reached its lifetime.
+		sup.EndFor(err, reason)
+		return nil
+	}
+	// The control socket goes first: requests under way (a stdin write
+	// the main command has just consumed, an attach collecting its
+	// result) are answered while the sandbox still runs; then it is
+	// torn down.
+	sup.End(reason, code)
+	sb.Close()
+	return nil
+}
+
+// lateWriter discards until it is pointed at a file: the supervisor's log
+// lives in the sandbox's state folder, which exists only once the sandbox
+// is recorded.
+type lateWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lateWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return len(b), nil
+	}
+	return l.w.Write(b)
+}
+
+// logToFile sends the supervisor's diagnostics, and any crash report on
+// standard error, to logs/supervisor.log in the sandbox's state folder: the
+// supervisor has no terminal.
+func logToFile(lw *lateWriter, dir string) {
+	f, err := os.OpenFile(filepath.Join(dir, "logs", "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	_ = unix.Dup2(int(f.Fd()), 2)
+	lw.mu.Lock()
+	lw.w = f
+	lw.mu.Unlock()
+}

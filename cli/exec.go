@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/client"
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+type execFlags struct {
+	interactive bool
+	tty         bool
+	asJSON      bool
+	env         []string
+	workdir     string
+	user        string
+	timeout     time.Duration
+}
+
+func newExecCmd() *cobra.Command {
+	var f execFlags
+	cmd := &cobra.Command{
+		Use:   "exec [flags] ID -- COMMAND [ARG...]",
+		Short: "Run a command in a running sandbox",
+		Long: `Run a command in a running sandbox (one started with airlock run --detach,
+or by an airlock rpc session), through its control socket. Exit codes are
+those of airlock run.`,
+		Example: `  airlock exec sb-1a2b -- ls /workspace
+  airlock exec -it sb-1a2b bash
+  echo data | airlock exec sb-1a2b -- wc -c`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			command := args[1:]
+			if command[0] == "--" {
+				command = command[1:]
+			}
+			if len(command) == 0 {
+				return errors.New("give the command to run after the sandbox id")
+			}
+			return runExec(cmd.Context(), &f, args[0], command)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
+	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
+	durationVar(fl, &f.timeout, "timeout", 0, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
+	return cmd
+}
+
+// runningSandbox resolves an id prefix to a running sandbox and connects to
+// its control socket.
+func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client.Sandbox, error) {
+	store, id, err := resolveSandbox(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := store.Get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A damaged record does not keep a running sandbox out of reach: its
+	// control socket works all the same.
+	warnDamaged(r)
+	if r.Status != state.StatusRunning {
+		return nil, nil, fmt.Errorf("sandbox %s is %s, not running: start a new one with airlock run --detach", id, r.Status)
+	}
+	c, err := dialSandbox(ctx, store, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Sandbox(id), nil
+}
+
+func runExec(ctx context.Context, f *execFlags, prefix string, args []string) error {
+	if f.tty && f.asJSON {
+		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
+	}
+	c, sb, err := runningSandbox(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	params := api.ExecParams{Argv: args, WorkingDir: f.workdir, Env: envFlags(f.env), User: f.user, TTY: f.tty, TimeoutSeconds: f.timeout.Seconds()}
+	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	useStdin := f.interactive || !stdinIsTTY
+	if f.asJSON {
+		if useStdin {
+			in, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+			if err != nil {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			params.Stdin = base64.StdEncoding.EncodeToString(in)
+		}
+		res, err := sb.Run(ctx, params)
+		if err != nil {
+			var ce *client.Error
+			if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
+				return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
+			}
+			return writeJSONError(err)
+		}
+		return writeResult(os.Stdout, jsonFromClient(sb.ID(), res), res.Stdout, res.Stderr)
+	}
+	var stdin io.Reader
+	if useStdin {
+		stdin = os.Stdin
+		params.OpenStdin = true
+	}
+	fd := int(os.Stdout.Fd())
+	if f.tty {
+		if w, h, err := term.GetSize(fd); err == nil {
+			params.Cols, params.Rows = uint16(w), uint16(h)
+		}
+		if f.interactive && stdinIsTTY {
+			old, err := term.MakeRaw(int(os.Stdin.Fd()))
+			if err != nil {
+				return fmt.Errorf("put the terminal in raw mode: %w", err)
+			}
+			defer term.Restore(int(os.Stdin.Fd()), old)
+		}
+	}
+	p, err := sb.StartWith(ctx, params, stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return remoteStartFailure(err)
+	}
+	rp := remoteProcess{ctx: ctx, p: p}
+	defer forwardSignals(rp)()
+	if f.tty {
+		defer followResize(rp, fd)()
+	}
+	res, err := p.Wait()
+	if err != nil {
+		return remoteStartFailure(err)
+	}
+	return exitFor(execResultFromClient(res))
+}
+
+// remoteProcess drives a command reached through a control socket.
+type remoteProcess struct {
+	ctx context.Context
+	p   *client.Process
+}
+
+func (r remoteProcess) Signal(sig syscall.Signal) error {
+	return r.p.Signal(r.ctx, strconv.Itoa(int(sig)))
+}
+func (r remoteProcess) Kill() error                    { return r.p.Cancel(r.ctx) }
+func (r remoteProcess) Resize(rows, cols uint16) error { return r.p.Resize(r.ctx, rows, cols) }
+
+func remoteStartFailure(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
+		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(ce.Message))
+		return exitError{ce.ExitCode()}
+	}
+	return err
+}
+
+// execResultFromClient gives a remote result the shape exitFor reads.
+func execResultFromClient(r *client.Result) *airlock.ExecResult {
+	return &airlock.ExecResult{ExitCode: r.ExitCode, KilledBy: airlock.KilledBy(r.KilledBy), LimitsHit: r.LimitsHit, Signal: r.Signal}
+}
+
+func jsonFromClient(id string, r *client.Result) jsonResult {
+	out := jsonResult{
+		SandboxID:       id,
+		ExitCode:        r.ExitCode,
+		StdoutTruncated: r.StdoutTruncated,
+		StderrTruncated: r.StderrTruncated,
+		DurationMs:      r.Duration.Milliseconds(),
+		CPUTimeMs:       r.CPUTime.Milliseconds(),
+		PeakMemoryBytes: r.PeakMemoryBytes,
+		LimitsHit:       r.LimitsHit,
+	}
+	if r.KilledBy != "" {
+		k := r.KilledBy
+		out.KilledBy = &k
+	}
+	if r.Signal != 0 {
+		s := r.Signal
+		out.Signal = &s
+	}
+	return out
+}
+
+// envFlags reads -e flags: KEY=VALUE, or KEY to copy it from here.
+func envFlags(kvs []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			if v, ok = os.LookupEnv(k); !ok {
+				continue
+			}
+		}
+		env[k] = v
+	}
+	return env
+}
+
+func newAttachCmd() *cobra.Command {
+	var noStdin bool
+	cmd := &cobra.Command{
+		Use:   "attach ID",
+		Short: "Attach to the main command of a detached sandbox",
+		Long: `Stream the output of a detached sandbox's main command from now on and
+pass this terminal's input to it. Ctrl-C detaches and leaves the command
+running; when the command ends, attach exits with its exit code.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, sb, err := runningSandbox(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			p, err := sb.Attach(ctx)
+			if err != nil {
+				return err
+			}
+			if !noStdin {
+				go func() {
+					_, _ = io.Copy(p.Stdin(), os.Stdin)
+					_ = p.Stdin().Close()
+				}()
+			}
+			// Output that cannot be written (its reader has gone) detaches,
+			// as Ctrl-C does: the command goes on.
+			var copies sync.WaitGroup
+			var gone error
+			var goneOnce sync.Once
+			copyOut := func(w io.Writer, r io.Reader) {
+				if _, err := io.Copy(w, r); err != nil {
+					goneOnce.Do(func() {
+						gone = err
+						_ = p.Cancel(ctx)
+					})
+				}
+			}
+			copies.Go(func() { copyOut(os.Stdout, p.Stdout()) })
+			copies.Go(func() { copyOut(os.Stderr, p.Stderr()) })
+			res, err := p.Wait()
+			// Print everything that arrived before the end.
+			copies.Wait()
+			if gone != nil {
+				return fmt.Errorf("write the output of sandbox %s: %w", sb.ID(), gone)
+			}
+			if err != nil {
+				return err
+			}
+			return exitFor(execResultFromClient(res))
+		},
+	}
+	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not pass this terminal's input to the command")
+	return cmd
+}

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
+	"github.com/airlock-sandbox/airlock/internal/image/owners"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+// openImageCache opens the image cache: --cache-dir, $AIRLOCK_CACHE_DIR,
+// or ~/.cache/airlock. Without root, its trees keep their files' owners
+// when the caller has subordinate ids (see package owners).
+func openImageCache(dir string) (*store.Cache, error) {
+	if dir == "" {
+		var err error
+		if dir, err = store.DefaultDir(); err != nil {
+			return nil, err
+		}
+	}
+	agent, _ := agentbin.Find("")
+	o, _ := owners.Detect(agent)
+	return store.OpenWith(dir, o)
+}
+
+// noteOwners says on stderr, to a caller without root whose images
+// cannot keep their files' owners, why and how to fix it.
+func noteOwners() {
+	agent, _ := agentbin.Find("")
+	if _, err := owners.Detect(agent); err != nil {
+		fmt.Fprintf(os.Stderr, "note: %v\n", err)
+	}
+}
+
+func newImageCmd() *cobra.Command {
+	var cacheDir string
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Manage the images sandboxes run: build variants, pull OCI images, list, remove",
+		Long: `Manage the image cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
+
+A sandbox runs the host's /usr, /bin and /lib read-only unless --image names
+another root: a variant airlock builds from Debian's packages (minimal,
+standard, full), or any OCI image (python:3.12-slim, a registry reference by
+tag or digest, a local OCI layout directory, a docker-save tarball). An image
+not in the cache is got when a sandbox first asks for it; these commands get,
+list and remove images ahead of time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "image cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
+	cmd.AddCommand(newImageBuildCmd(&cacheDir), newImageListCmd(&cacheDir), newImageRmCmd(&cacheDir), newImagePruneCmd(&cacheDir))
+	cmd.AddCommand(newImagePullCmd(&cacheDir))
+	cmd.AddCommand(newImagePublishCmd(&cacheDir))
+	return cmd
+}
+
+func newImageListCmd(cacheDir *string) *cobra.Command {
+	var asJSON, quiet bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the images in the cache",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := openImageCache(*cacheDir)
+			if err != nil {
+				return err
+			}
+			imgs, err := c.List()
+			if err != nil {
+				return err
+			}
+			switch {
+			case asJSON:
+				if imgs == nil {
+					imgs = []store.Image{}
+				}
+				return writeJSON(imgs)
+			case quiet:
+				for _, img := range imgs {
+					fmt.Println(img.Key)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKEY\tKIND\tSIZE\tFILES\tCREATED")
+			now := time.Now()
+			for _, img := range imgs {
+				names := "<none>"
+				if len(img.Names) > 0 {
+					names = strings.Join(img.Names, ", ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", termText(names), shortItem(img.Key), img.Kind, humanBytes(img.Size), img.Files, state.HumanAge(now.Sub(img.Created)))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print keys only")
+	return cmd
+}
+
+func newImageRmCmd(cacheDir *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME|KEY...",
+		Aliases: []string{"remove"},
+		Short:   "Remove names, or images by key; an image goes with its last name",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := openImageCache(*cacheDir)
+			if err != nil {
+				return err
+			}
+			type result struct {
+				Name    string   `json:"name"`
+				Removed []string `json:"removed_images"`
+				Error   string   `json:"error,omitempty"`
+			}
+			var out []result
+			var failed error
+			for _, a := range args {
+				removed, err := c.Remove(cmd.Context(), a)
+				r := result{Name: a, Removed: removed}
+				if r.Removed == nil {
+					r.Removed = []string{}
+				}
+				if err != nil {
+					r.Error = err.Error()
+					failed = fmt.Errorf("some images were not removed")
+					if !asJSON {
+						fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(err.Error()))
+					}
+				} else if !asJSON {
+					fmt.Println(termText("untagged: " + a))
+					for _, k := range removed {
+						fmt.Println("deleted: " + k)
+					}
+				}
+				out = append(out, r)
+			}
+			if asJSON {
+				if err := writeJSON(out); err != nil {
+					return err
+				}
+			}
+			if failed != nil {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newImagePruneCmd(cacheDir *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove images no name points at, blobs and chains of layers no image needs, and work left by builds that died",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := openImageCache(*cacheDir)
+			if err != nil {
+				return err
+			}
+			r, err := c.Prune(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if r.Images == nil {
+					r.Images = []string{}
+				}
+				if r.Blobs == nil {
+					r.Blobs = []string{}
+				}
+				return writeJSON(r)
+			}
+			for _, k := range r.Images {
+				fmt.Println("deleted image: " + k)
+			}
+			for _, k := range r.Blobs {
+				fmt.Println("deleted blob: " + k)
+			}
+			if r.Chains > 0 {
+				fmt.Printf("deleted %d chains of layers\n", r.Chains)
+			}
+			fmt.Printf("freed %s\n", humanBytes(r.Freed))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

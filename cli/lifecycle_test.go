@@ -1,0 +1,436 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cliHome runs the CLI with its own state directory, so that tests running
+// in parallel do not see (or prune) each other's sandboxes.
+type cliHome struct {
+	t    *testing.T
+	home string
+}
+
+func newCLIHome(t *testing.T) *cliHome {
+	t.Helper()
+	home, err := os.MkdirTemp("", "airlock-lc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &cliHome{t: t, home: home}
+	t.Cleanup(func() {
+		// Leave nothing running behind a failed test.
+		h.run(nil, "kill", "--all")
+		h.run(nil, "prune")
+		os.RemoveAll(home)
+	})
+	return h
+}
+
+func (h *cliHome) cmd(ctx context.Context, stdin io.Reader, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, cliBin, args...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+h.home)
+	cmd.Stdin = stdin
+	return cmd
+}
+
+func (h *cliHome) run(stdin io.Reader, args ...string) cliResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := h.cmd(ctx, stdin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		h.t.Fatalf("airlock %q did not finish in time; stderr: %s", args, errb.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("airlock %q: %v", args, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+// must runs the CLI and fails the test unless it exits 0.
+func (h *cliHome) must(stdin io.Reader, args ...string) string {
+	h.t.Helper()
+	r := h.run(stdin, args...)
+	if r.code != 0 {
+		h.t.Fatalf("airlock %q: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+type listed struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Supervisor struct {
+		PID int `json:"pid"`
+	} `json:"supervisor"`
+	Command   []string `json:"command"`
+	ExitCode  *int     `json:"exit_code"`
+	Reason    string   `json:"reason"`
+	Kind      string   `json:"kind"`
+	Isolation string   `json:"isolation"`
+}
+
+func (h *cliHome) list() map[string]listed {
+	h.t.Helper()
+	var recs []listed
+	out := h.must(nil, "list", "--json")
+	if err := json.Unmarshal([]byte(out), &recs); err != nil {
+		h.t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	m := map[string]listed{}
+	for _, r := range recs {
+		m[r.ID] = r
+	}
+	return m
+}
+
+// waitStatus waits until list shows id with status.
+func (h *cliHome) waitStatus(id, status string, d time.Duration) listed {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		r, ok := h.list()[id]
+		if ok && r.Status == status {
+			return r
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("sandbox %s: status %q after %v, want %q (%+v)", id, r.Status, d, status, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cgroupsOf lists the cgroup directories that exist for sandbox id.
+func cgroupsOf(id string) []string {
+	matches, _ := filepath.Glob("/sys/fs/cgroup/*/airlock/" + id)
+	more, _ := filepath.Glob("/sys/fs/cgroup/airlock/" + id)
+	return append(matches, more...)
+}
+
+// processesOf lists host processes whose cgroup mentions sandbox id.
+func processesOf(id string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cgroup"))
+		if err == nil && strings.Contains(string(b), "/airlock/"+id) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestDetachedLifecycle(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", "echo started; exec sleep 60"))
+	if !strings.HasPrefix(id, "sb-") {
+		t.Fatalf("run --detach printed %q, want a sandbox id", id)
+	}
+	r := h.waitStatus(id, "running", 5*time.Second)
+	if r.Kind != "detached" || strings.Join(r.Command, " ") != "sh -c echo started; exec sleep 60" || r.Supervisor.PID <= 0 {
+		t.Errorf("list shows %+v", r)
+	}
+	table := h.must(nil, "list")
+	if !strings.Contains(table, "ID") || !strings.Contains(table, id) || !strings.Contains(table, "running") || !strings.Contains(table, "ago") && !strings.Contains(table, "just now") {
+		t.Errorf("list table:\n%s", table)
+	}
+	var got struct {
+		ID     string          `json:"id"`
+		Status string          `json:"status"`
+		Config json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(h.must(nil, "get", id)), &got); err != nil || got.ID != id || got.Status != "running" || len(got.Config) == 0 {
+		t.Errorf("get: %+v, %v", got, err)
+	}
+
+	// exec -it gets a real terminal of the caller's size.
+	tty := h.cmd(context.Background(), nil, "exec", "-it", id, "sh", "-c", "tty; stty size")
+	tty.Stdin = nil
+	checkTTYSession(t, tty)
+
+	// A unique prefix is enough.
+	prefix := id[:6]
+	if out := h.must(nil, "exec", prefix, "--", "echo", "hi"); out != "hi\n" {
+		t.Errorf("exec echo = %q", out)
+	}
+	if r := h.run(nil, "exec", id, "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Errorf("exec exit 3: code %d, stderr %s", r.code, r.stderr)
+	}
+	if out := h.must(strings.NewReader("12345"), "exec", id, "--", "wc", "-c"); strings.TrimSpace(out) != "5" {
+		t.Errorf("exec with stdin: %q", out)
+	}
+	if r := h.run(nil, "exec", id, "--", "airlock-no-such-command"); r.code != 127 {
+		t.Errorf("exec of a missing command: code %d", r.code)
+	}
+	var res struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+	}
+	if err := json.Unmarshal([]byte(h.must(nil, "exec", "--json", id, "--", "echo", "json")), &res); err != nil || res.Stdout != "json\n" {
+		t.Errorf("exec --json: %+v, %v", res, err)
+	}
+	// The sandbox keeps state between execs.
+	h.must(nil, "exec", id, "--", "sh", "-c", "echo kept > /workspace/state")
+	if out := h.must(nil, "exec", id, "--", "cat", "/workspace/state"); out != "kept\n" {
+		t.Errorf("state between execs: %q", out)
+	}
+
+	// cp in and out, files and trees.
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(local, "a.txt"), []byte("alpha\n"), 0o640)
+	os.MkdirAll(filepath.Join(local, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(local, "tree", "sub", "b.txt"), []byte("beta\n"), 0o600)
+	h.must(nil, "cp", filepath.Join(local, "a.txt"), id+":/workspace/")
+	h.must(nil, "cp", filepath.Join(local, "tree"), id+":/workspace/tree")
+	if out := h.must(nil, "exec", id, "--", "sh", "-c", "cat /workspace/a.txt /workspace/tree/sub/b.txt; stat -c %a /workspace/a.txt"); out != "alpha\nbeta\n640\n" {
+		t.Errorf("after cp in: %q", out)
+	}
+	h.must(nil, "exec", id, "--", "sh", "-c", "mkdir -p /workspace/out/d && echo gamma > /workspace/out/d/c.txt")
+	back := t.TempDir()
+	h.must(nil, "cp", id+":/workspace/out", back)
+	if b, err := os.ReadFile(filepath.Join(back, "out", "d", "c.txt")); err != nil || string(b) != "gamma\n" {
+		t.Errorf("cp out: %q, %v", b, err)
+	}
+
+	if out := h.must(nil, "logs", id); !strings.Contains(out, "started") {
+		t.Errorf("logs = %q", out)
+	}
+
+	// kill stops it; the record stays until rm.
+	h.must(nil, "kill", prefix)
+	r = h.waitStatus(id, "stopped", 15*time.Second)
+	if r.Reason != "killed" {
+		t.Errorf("reason after kill = %q", r.Reason)
+	}
+	if p := processesOf(id); len(p) > 0 {
+		t.Errorf("processes left after kill: %v", p)
+	}
+	if c := cgroupsOf(id); len(c) > 0 {
+		t.Errorf("cgroups left after kill: %v", c)
+	}
+	if r := h.run(nil, "exec", id, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "not running") {
+		t.Errorf("exec in a stopped sandbox: code %d, stderr %q", r.code, r.stderr)
+	}
+	h.must(nil, "rm", id)
+	if _, ok := h.list()[id]; ok {
+		t.Error("sandbox still listed after rm")
+	}
+	if r := h.run(nil, "get", id); r.code == 0 || !strings.Contains(r.stderr, "no sandbox") {
+		t.Errorf("get after rm: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestDetachedMainCommandEnds(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", "echo bye; exit 7"))
+	r := h.waitStatus(id, "stopped", 15*time.Second)
+	if r.ExitCode == nil || *r.ExitCode != 7 || r.Reason != "exited" {
+		t.Errorf("after the main command ended: %+v", r)
+	}
+	if out := h.must(nil, "logs", id); out != "bye\n" {
+		t.Errorf("logs = %q", out)
+	}
+	// A command that cannot start is reported by run itself.
+	if r := h.run(nil, "run", "-d", "--", "airlock-no-such-command"); r.code != 127 {
+		t.Errorf("run -d of a missing command: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestDetachedTimeout(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--timeout", "2s"))
+	h.waitStatus(id, "running", 5*time.Second)
+	if out := h.must(nil, "exec", id, "--", "echo", "alive"); out != "alive\n" {
+		t.Errorf("exec = %q", out)
+	}
+	r := h.waitStatus(id, "stopped", 20*time.Second)
+	if !strings.Contains(r.Reason, "timeout") && !strings.Contains(r.Reason, "lifetime") {
+		t.Errorf("reason = %q, want a timeout", r.Reason)
+	}
+}
+
+func TestAttach(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", "while read l; do echo got:$l; done; exit 4"))
+	h.waitStatus(id, "running", 5*time.Second)
+	r := h.run(strings.NewReader("one\ntwo\n"), "attach", id)
+	if r.code != 4 || !strings.Contains(r.stdout, "got:one\ngot:two\n") {
+		t.Errorf("attach: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	h.waitStatus(id, "stopped", 10*time.Second)
+}
+
+// TestSupervisorCrashAndPrune kills supervisors with SIGKILL: list must say
+// crashed, and prune must leave no process, cgroup, socket or record.
+func TestSupervisorCrashAndPrune(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	detached := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sleep", "300"))
+	rec := h.waitStatus(detached, "running", 5*time.Second)
+
+	// A sandbox of an `airlock rpc` session.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rpcCmd := h.cmd(ctx, nil, "rpc")
+	in, err := rpcCmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := rpcCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpcCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"create","params":{}}`+"\n")
+	var created struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			SandboxID string `json:"sandbox_id"`
+		} `json:"result"`
+		Error any `json:"error"`
+	}
+	dec := json.NewDecoder(out)
+	for len(created.ID) == 0 { // event notifications may come first
+		if err := dec.Decode(&created); err != nil {
+			t.Fatalf("create over rpc: %v", err)
+		}
+	}
+	if created.Result.SandboxID == "" {
+		t.Fatalf("create over rpc: %+v", created)
+	}
+	viaRPC := created.Result.SandboxID
+	r := h.waitStatus(viaRPC, "running", 5*time.Second)
+	if r.Kind != "rpc" || r.Supervisor.PID != rpcCmd.Process.Pid {
+		t.Errorf("rpc sandbox listed as %+v", r)
+	}
+	// The control socket of an rpc sandbox works too.
+	if out := h.must(nil, "exec", viaRPC, "--", "echo", "via-socket"); out != "via-socket\n" {
+		t.Errorf("exec in an rpc sandbox = %q", out)
+	}
+
+	syscall.Kill(rec.Supervisor.PID, syscall.SIGKILL)
+	rpcCmd.Process.Kill()
+	rpcCmd.Wait()
+	for _, id := range []string{detached, viaRPC} {
+		r := h.waitStatus(id, "crashed", 10*time.Second)
+		if !strings.Contains(r.Reason, "supervisor") {
+			t.Errorf("%s: reason %q", id, r.Reason)
+		}
+	}
+	out2 := h.must(nil, "prune")
+	for _, id := range []string{detached, viaRPC} {
+		if !strings.Contains(out2, id) {
+			t.Errorf("prune output does not name %s:\n%s", id, out2)
+		}
+		// The sandbox died with its supervisor (parent-death signal and
+		// pid namespace); prune removed what was left.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(processesOf(id)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if p := processesOf(id); len(p) > 0 {
+			t.Errorf("%s: processes left: %v", id, p)
+		}
+		if c := cgroupsOf(id); len(c) > 0 {
+			t.Errorf("%s: cgroups left: %v", id, c)
+		}
+		if _, err := os.Stat(filepath.Join(h.home, "sandboxes", id)); !os.IsNotExist(err) {
+			t.Errorf("%s: state folder left: %v", id, err)
+		}
+	}
+	if m := h.list(); len(m) != 0 {
+		t.Errorf("list after prune: %+v", m)
+	}
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), detached) || strings.Contains(string(b), viaRPC) {
+		t.Error("a mount of a pruned sandbox is visible on the host")
+	}
+}
+
+// TestOtherUserLockedOut checks that another unprivileged user can neither
+// read the state directory nor reach a sandbox's control socket.
+func TestOtherUserLockedOut(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv is not installed")
+	}
+	if _, err := user.Lookup("airlock-test"); err != nil {
+		t.Skip("user airlock-test does not exist")
+	}
+	t.Parallel()
+	h := newCLIHome(t)
+	// The home itself is reachable by others (a temp dir), as a shared
+	// machine's home directories often are: the state below it must not be.
+	os.Chmod(h.home, 0o755)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sleep", "60"))
+	h.waitStatus(id, "running", 5*time.Second)
+	sock := filepath.Join(h.home, "sandboxes", id, "ctl.sock")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control socket: %v, mode %v", err, fi)
+	}
+	if fi, err := os.Stat(filepath.Join(h.home, "sandboxes", id)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state folder: %v, mode %v", err, fi)
+	}
+	as := func(args ...string) cliResult {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		full := append([]string{"--reuid=airlock-test", "--regid=airlock-test", "--clear-groups", "env", "AIRLOCK_HOME=" + h.home}, args...)
+		cmd := exec.CommandContext(ctx, setpriv, full...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return cliResult{o.String(), e.String(), code}
+	}
+	for _, args := range [][]string{
+		{cliBin, "exec", id, "--", "true"},
+		{cliBin, "kill", id},
+		{cliBin, "list"},
+		{"ls", filepath.Join(h.home, "sandboxes")},
+		{"python3", "-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", sock},
+	} {
+		if r := as(args...); r.code == 0 {
+			t.Errorf("as another user, %q succeeded: %s", args, r.stdout)
+		}
+	}
+	if r := h.list()[id]; r.Status != "running" {
+		t.Errorf("the sandbox did not survive the attempts: %+v", r)
+	}
+}

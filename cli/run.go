@@ -1,0 +1,393 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
+)
+
+type runFlags struct {
+	isolation   string
+	memory      string
+	cpus        float64
+	timeout     time.Duration
+	pids        int64
+	nofile      uint64
+	disk        string
+	maxFile     string
+	maxOutput   string
+	env         []string
+	workdir     string
+	user        string
+	rootfs      string
+	image       string
+	hostname    string
+	interactive bool
+	tty         bool
+	asJSON      bool
+	allowPtrace bool
+	quiet       bool
+	detach      bool
+	net         networkFlags
+	files       mountFlags
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in a fresh sandbox",
+		Long: `Run a command in a fresh sandbox and remove the sandbox afterwards.
+
+Output streams live, stdin is passed through when it is a pipe or file (or
+with -i), and airlock exits with the command's exit code: 128+N when a
+signal N killed it, 124 when it hit --timeout, 125 when airlock itself
+failed, 126/127 when the command could not be run or was not found.
+
+The sandbox has no network unless a network flag gives it one: then its
+only way out is the host's gateway, which answers DNS and lets HTTP and
+TLS through to the allowed hosts (--allow-host; ports 80 and 443 unless a
+pattern names another), other traffic only by --egress rules, and puts
+secrets (--secret) into requests to their hosts, over TLS, while commands
+see placeholders. airlock policy changes the allowed hosts of a detached
+sandbox while it runs.
+
+Every sandbox has a memory limit (--memory: 1g by default, or a quarter
+of the host's memory when smaller; "unlimited" lifts it), which counts
+kernel memory too, and a disk (--disk): its writable tree, /dev/shm
+included. A disk of at most half of --memory is a tmpfs, held in that
+memory; a larger one is an ext4 filesystem in a file under
+$AIRLOCK_HOME/disks, which needs root. Either way a full disk fails
+writes with "No space left on device", never with an out-of-memory kill.`,
+		Example: `  airlock run -- python3 -c 'print(1)'
+  airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
+  airlock run -it -- bash
+  echo data | airlock run -- wc -c
+  airlock run --json -- ls /
+  airlock run -v "$PWD":/src:ro --mount type=memory,target=/workspace -- make -C /src O=/workspace
+  airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD
+  airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
+  airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !f.detach && f.image == "" {
+				return errors.New("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for airlock exec")
+			}
+			return runRun(cmd.Context(), &f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVar(&f.isolation, "isolation", "process", "isolation level: process, gvisor or vm")
+	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
+	durationVar(fl, &f.timeout, "timeout", 0, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
+	fl.Int64Var(&f.pids, "pids-limit", airlock.DefaultPidsLimit, fmt.Sprintf("maximum processes and threads, airlock's process spawner included (at least %d)", airlock.MinPidsLimit))
+	fl.Uint64Var(&f.nofile, "nofile-limit", airlock.DefaultNofileLimit, "maximum open files per process")
+	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (/, /tmp, /workspace, /dev/shm), with one file per 8k; up to half of --memory it is a tmpfs (memory), larger it is a file under $AIRLOCK_HOME (root only); full, writes fail with ENOSPC (default: half of --memory, at most 1g)")
+	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
+	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
+	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
+	fl.StringVar(&f.image, "image", "", "run this image instead of the host's /usr, /bin, /lib: a variant (minimal, standard, full) or an OCI image (python:3.12-slim, REGISTRY/REPO@sha256:..., an OCI layout directory, a docker-save tarball); got into the image cache first when missing; without a command, the image's own runs")
+	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
+	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
+	f.net.register(cmd)
+	f.files.register(cmd)
+	return cmd
+}
+
+func (f *runFlags) config() (airlock.Config, error) {
+	c := airlock.Config{
+		Isolation:   airlock.Isolation(f.isolation),
+		RootFS:      f.rootfs,
+		Image:       f.image,
+		Hostname:    f.hostname,
+		PidsLimit:   f.pids,
+		NofileLimit: f.nofile,
+		AllowPtrace: f.allowPtrace,
+		Resources:   airlock.Resources{CPUs: f.cpus},
+		Env:         map[string]string{},
+	}
+	var err error
+	if strings.EqualFold(strings.TrimSpace(f.memory), "unlimited") {
+		c.Resources.MemoryMB = airlock.MemoryUnlimited
+	} else if c.Resources.MemoryMB, err = parseMiB(f.memory, "--memory"); err != nil {
+		return c, err
+	}
+	if c.DiskMB, err = parseMiB(f.disk, "--disk"); err != nil {
+		return c, err
+	}
+	if c.MaxFileSizeMB, err = parseMiB(f.maxFile, "--max-file-size"); err != nil {
+		return c, err
+	}
+	if f.maxOutput != "" {
+		n, err := parseBytes(f.maxOutput)
+		if err != nil {
+			return c, fmt.Errorf("--max-output: %w", err)
+		}
+		c.MaxOutputBytes = n
+	}
+	if f.timeout > 0 {
+		// As asked: a sandbox that runs a command outlives it by
+		// commandMargin, added where it is created (withCommandMargin).
+		c.Resources.TimeoutSeconds = int64((f.timeout + time.Second - 1) / time.Second)
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			v, ok = os.LookupEnv(k)
+			if !ok {
+				continue
+			}
+		}
+		c.Env[k] = v
+	}
+	if c.Network, err = f.net.config(c.Env); err != nil {
+		return c, err
+	}
+	if err := f.files.apply(&c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// commandMargin is how long a sandbox that runs one command with a
+// timeout outlives that timeout, so that the command's own timeout is
+// what fires and is reported.
+const commandMargin = 30 * time.Second
+
+// withCommandMargin is cfg for creating a sandbox that runs one command
+// with timeout (0: none). cfg itself, as the user asked for it, is what
+// is recorded.
+func withCommandMargin(cfg airlock.Config, timeout time.Duration) airlock.Config {
+	if timeout > 0 {
+		cfg.Resources.TimeoutSeconds = int64((timeout + commandMargin) / time.Second)
+	}
+	return cfg
+}
+
+// parseBytes reads sizes such as 512, 512k, 64m, 2g (binary units).
+func parseBytes(s string) (int64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "ib"), "b")
+	mult := int64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (examples: 512k, 256m, 2g)", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+// parseMiB reads a size in MiB; bare numbers are MiB.
+func parseMiB(s, flag string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", flag, err)
+	}
+	if n > 0 && n < 1<<20 {
+		return 0, fmt.Errorf("%s: %s is less than 1 MiB", flag, s)
+	}
+	return n >> 20, nil
+}
+
+func runRun(ctx context.Context, f *runFlags, args []string) error {
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	if cfg.Image != "" && !f.quiet {
+		view := newProgressView(os.Stderr, f.asJSON)
+		cfg.OnImageProgress = func(p airlock.ImageProgress) { view.Report(store.Progress(p)) }
+		defer view.Close()
+	}
+	if f.detach {
+		if f.interactive {
+			return errors.New("--detach and --interactive cannot be combined: use airlock attach to reach a detached command's input")
+		}
+		// Got here, with progress, so that the supervisor finds it.
+		if cfg.Image != "" {
+			if _, err := airlock.PrepareImage(ctx, cfg); err != nil {
+				return err
+			}
+			cfg.OnImageProgress = nil
+		}
+		return runDetached(ctx, f, cfg, args)
+	}
+	if f.tty && f.asJSON {
+		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
+	}
+	// Clean up after earlier supervisors that were killed, off the
+	// critical path.
+	go airlock.Sweep()
+	sb, err := airlock.Create(ctx, withCommandMargin(cfg, f.timeout))
+	if err != nil {
+		if f.asJSON {
+			return writeJSONError(err)
+		}
+		return err
+	}
+	defer sb.Close()
+	if !f.quiet && !f.asJSON {
+		for _, n := range sb.Notes() {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
+		}
+	}
+	if len(args) == 0 {
+		if args = sb.Image().DefaultCommand(); len(args) == 0 {
+			return fmt.Errorf("image %s names no command to run: give one after --", cfg.Image)
+		}
+	}
+	command := airlock.Command{Argv: args, Dir: f.workdir, User: f.user, Timeout: f.timeout}
+	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	if f.interactive || !stdinIsTTY {
+		command.Stdin = os.Stdin
+	}
+	if f.asJSON {
+		return runJSON(ctx, sb, command)
+	}
+	command.Stdout, command.Stderr = os.Stdout, os.Stderr
+	if f.tty {
+		return runTTY(ctx, sb, command, f.interactive && stdinIsTTY)
+	}
+	p, err := sb.Start(ctx, command)
+	if err != nil {
+		return startFailure(err)
+	}
+	stopSignals := forwardSignals(p)
+	defer stopSignals()
+	res, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	return exitFor(res)
+}
+
+func startFailure(err error) error {
+	var se *airlock.StartError
+	if errors.As(err, &se) {
+		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(se.Err.Error()))
+		return exitError{se.ExitCode()}
+	}
+	return err
+}
+
+func exitFor(res *airlock.ExecResult) error {
+	switch {
+	case res.KilledBy == airlock.KilledByTimeout:
+		fmt.Fprintln(os.Stderr, "airlock: command timed out and was killed")
+		return exitError{124}
+	case res.KilledBy == airlock.KilledByOOM:
+		fmt.Fprintln(os.Stderr, "airlock: command ran out of memory and was killed (raise --memory)")
+	}
+	for _, l := range res.LimitsHit {
+		if l == "pids" {
+			fmt.Fprintln(os.Stderr, "airlock: the pids limit refused new processes (raise --pids-limit)")
+		}
+	}
+	if res.ExitCode != 0 {
+		return exitError{res.ExitCode}
+	}
+	return nil
+}
+
+func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, raw bool) error {
+	command.TTY = true
+	fd := int(os.Stdout.Fd())
+	if w, h, err := term.GetSize(fd); err == nil {
+		command.Cols, command.Rows = uint16(w), uint16(h)
+	}
+	command.Stderr = nil
+	if raw {
+		old, err := term.MakeRaw(int(os.Stdin.Fd()))
+		if err != nil {
+			return fmt.Errorf("put the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(int(os.Stdin.Fd()), old)
+	}
+	p, err := sb.Start(ctx, command)
+	if err != nil {
+		return startFailure(err)
+	}
+	defer followResize(p, fd)()
+	res, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	return exitFor(res)
+}
+
+func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) error {
+	res, err := sb.Run(ctx, command)
+	if err != nil {
+		var se *airlock.StartError
+		if errors.As(err, &se) {
+			code := se.ExitCode()
+			msg := se.Err.Error() + "\n"
+			return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: code, Notes: sb.Notes()}, nil, []byte(msg))
+		}
+		return writeJSONError(err)
+	}
+	out := jsonResult{
+		SandboxID:       sb.ID(),
+		ExitCode:        res.ExitCode,
+		StdoutTruncated: res.StdoutTruncated,
+		StderrTruncated: res.StderrTruncated,
+		DurationMs:      res.Duration.Milliseconds(),
+		CPUTimeMs:       res.CPUTime.Milliseconds(),
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		LimitsHit:       res.LimitsHit,
+		Notes:           sb.Notes(),
+	}
+	if res.KilledBy != "" {
+		k := string(res.KilledBy)
+		out.KilledBy = &k
+	}
+	if res.Signal != 0 {
+		s := res.Signal
+		out.Signal = &s
+	}
+	return writeResult(os.Stdout, out, res.Stdout, res.Stderr)
+}
+
+func writeJSONError(err error) error {
+	_ = writeJSON(map[string]string{"error": err.Error()})
+	return exitError{125}
+}

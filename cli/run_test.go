@@ -1,0 +1,378 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/testbin"
+	"github.com/creack/pty"
+)
+
+// cliBin is the airlock binary under test; airlock-guest sits next to it.
+var cliBin string
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(rusageArgsEnv); spec != "" {
+		os.Exit(rusageMain(spec))
+	}
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := testbin.Dir("airlock-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	bins, err := testbin.Build(dir, "airlock", "airlock-guest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	cliBin = bins[0]
+	home, err := testbin.Dir("airlock-cli-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		return 2
+	}
+	defer os.RemoveAll(home)
+	os.Setenv("AIRLOCK_HOME", home)
+	// The CLI must find airlock-guest next to itself.
+	os.Unsetenv("AIRLOCK_AGENT")
+	return m.Run()
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the CLI with args and stdin, bounded in time.
+func runCLI(t *testing.T, stdin io.Reader, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, args...)
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("airlock %q did not finish in time; stderr: %s", args, errb.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("airlock %q: %v", args, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+func TestRunStreamsAndExitCode(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	if r.stdout != "out\n" {
+		t.Errorf("stdout %q, want %q", r.stdout, "out\n")
+	}
+	if !strings.Contains(r.stderr, "err") {
+		t.Errorf("stderr %q, want it to contain err", r.stderr)
+	}
+	if r.code != 3 {
+		t.Errorf("exit code %d, want 3", r.code)
+	}
+	if r := runCLI(t, nil, "run", "--", "true"); r.code != 0 || r.stdout != "" {
+		t.Errorf("true: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// A command killed by a signal: 128+N.
+	if r := runCLI(t, nil, "run", "--", "sh", "-c", "kill -TERM $$"); r.code != 128+15 {
+		t.Errorf("self-killed with SIGTERM: exit %d, want 143", r.code)
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, strings.NewReader("abc\n"), "run", "--", "cat")
+	if r.stdout != "abc\n" || r.code != 0 {
+		t.Errorf("echo abc | airlock run -- cat: stdout %q exit %d stderr %q", r.stdout, r.code, r.stderr)
+	}
+	big := strings.Repeat("0123456789", 100000)
+	r = runCLI(t, strings.NewReader(big), "run", "--", "wc", "-c")
+	if strings.TrimSpace(r.stdout) != fmt.Sprint(len(big)) {
+		t.Errorf("wc -c of %d bytes: %q", len(big), r.stdout)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "-e", "FOO=bar baz", "-w", "/tmp", "--hostname", "clihost", "--", "sh", "-c", "echo $FOO; pwd; hostname")
+	if r.stdout != "bar baz\n/tmp\nclihost\n" || r.code != 0 {
+		t.Errorf("flags: stdout %q exit %d stderr %q", r.stdout, r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--nofile-limit", "64", "--", "sh", "-c", "ulimit -n"); strings.TrimSpace(r.stdout) != "64" {
+		t.Errorf("--nofile-limit 64: %q %q", r.stdout, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--memory", "banana", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "--memory") {
+		t.Errorf("bad --memory: exit %d stderr %q, want 125 naming the flag", r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--isolation", "vm", "--", "true"); r.code != 125 {
+		t.Errorf("--isolation vm: exit %d stderr %q, want 125", r.code, r.stderr)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json output does not parse: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"exit_code", "stdout", "stderr", "duration_ms", "cpu_time_ms", "peak_memory_bytes", "killed_by", "signal"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("--json output lacks %q: %s", k, r.stdout)
+		}
+	}
+	if m["exit_code"] != float64(3) {
+		t.Errorf("exit_code = %v, want 3", m["exit_code"])
+	}
+	if m["stdout"] != "out\n" || m["stderr"] != "err\n" {
+		t.Errorf("stdout %q stderr %q", m["stdout"], m["stderr"])
+	}
+	if m["killed_by"] != nil || m["signal"] != nil {
+		t.Errorf("killed_by %v signal %v, want null for a normal exit", m["killed_by"], m["signal"])
+	}
+	for _, k := range []string{"duration_ms", "cpu_time_ms", "peak_memory_bytes"} {
+		if v, ok := m[k].(float64); !ok || v < 0 {
+			t.Errorf("%s = %v, want a number >= 0", k, m[k])
+		}
+	}
+	if v, _ := m["peak_memory_bytes"].(float64); v <= 0 {
+		t.Errorf("peak_memory_bytes = %v, want > 0", m["peak_memory_bytes"])
+	}
+	if id, _ := m["sandbox_id"].(string); id == "" {
+		t.Errorf("sandbox_id missing: %s", r.stdout)
+	}
+	// Nothing but the JSON document on stdout.
+	if strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 {
+		t.Errorf("--json printed more than one line:\n%s", r.stdout)
+	}
+	// Binary output is base64 encoded, not mangled.
+	r = runCLI(t, nil, "run", "--json", "--", "sh", "-c", "printf '\\377\\000\\001'")
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["stdout"] != "/wAB" || m["stdout_encoding"] != "base64" {
+		t.Errorf("binary stdout: %v (%v), want /wAB base64", m["stdout"], m["stdout_encoding"])
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	r := runCLI(t, nil, "run", "--timeout", "1s", "--", "sleep", "10")
+	if r.code != 124 {
+		t.Errorf("--timeout 1s -- sleep 10: exit %d, want 124 (stderr %q)", r.code, r.stderr)
+	}
+	if el := time.Since(start); el > 9*time.Second {
+		t.Errorf("the timeout did not cut sleep 10 short (%v)", el)
+	}
+	r = runCLI(t, nil, "run", "--json", "--timeout", "1s", "--", "sleep", "10")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if m["killed_by"] != "timeout" {
+		t.Errorf("killed_by = %v, want timeout", m["killed_by"])
+	}
+	if m["signal"] != float64(9) {
+		t.Errorf("signal = %v, want 9", m["signal"])
+	}
+}
+
+func TestRunNotFound(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--", "airlock-nosuch-command")
+	if r.code != 127 {
+		t.Errorf("exit %d, want 127 (stderr %q)", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "airlock-nosuch-command") {
+		t.Errorf("stderr %q does not name the command", r.stderr)
+	}
+	r = runCLI(t, nil, "run", "--json", "--", "airlock-nosuch-command")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if m["exit_code"] != float64(127) {
+		t.Errorf("--json exit_code = %v, want 127", m["exit_code"])
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "version")
+	if r.code != 0 || !regexp.MustCompile(`^airlock \S+ \(commit \S+, go\S+, linux/\w+, agent protocol \d+\)\n$`).MatchString(r.stdout) {
+		t.Errorf("version: exit %d %q", r.code, r.stdout)
+	}
+	r = runCLI(t, nil, "version", "--json")
+	var v struct {
+		Version  string `json:"version"`
+		Go       string `json:"go"`
+		Platform string `json:"platform"`
+		Protocol int    `json:"agent_protocol"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("version --json: %v\n%s", err, r.stdout)
+	}
+	if v.Version == "" || !strings.HasPrefix(v.Go, "go") || v.Platform != "linux/"+goarch() || v.Protocol <= 0 {
+		t.Errorf("version --json = %+v", v)
+	}
+}
+
+func goarch() string {
+	out, err := exec.Command("go", "env", "GOARCH").Output()
+	if err != nil {
+		return "amd64"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestRunTTY(t *testing.T) {
+	t.Parallel()
+	checkTTYSession(t, exec.Command(cliBin, "run", "-it", "--", "sh", "-c", "tty; stty size"))
+}
+
+// checkTTYSession runs cmd, which must print `tty; stty size` from inside
+// a sandbox, on a terminal of 30x90, and checks that the command saw a
+// terminal of that size.
+func checkTTYSession(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("airlock %q: %v", cmd.Args[1:], err)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("airlock %q did not finish", cmd.Args[1:])
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	mu.Lock()
+	s := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	mu.Unlock()
+	if !regexp.MustCompile(`/dev/pts/\d+`).MatchString(s) {
+		t.Errorf("output %q shows no /dev/pts terminal", s)
+	}
+	if !strings.Contains(s, "30 90") {
+		t.Errorf("output %q, want the terminal size 30 90", s)
+	}
+}
+
+// Signals reach the command; a command that ignores SIGINT is killed by
+// the third Ctrl-C, so the user is never stuck.
+func TestRunInterruptEscalates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, "run", "--", "sh", "-c", `trap "echo got-int" INT; echo ready; while :; do sleep 0.1; done`)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("first line %q; stderr %s", line, errb.String())
+	}
+	for i := 0; i < 3; i++ {
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if line, _ := r.ReadString('\n'); line != "got-int\n" {
+				t.Fatalf("interrupt %d: command printed %q, want got-int", i+1, line)
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 137 {
+		t.Fatalf("after three interrupts: %v, want exit 137; stderr %s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "third interrupt") {
+		t.Errorf("stderr does not say why: %s", errb.String())
+	}
+}
+
+// TestOneBinary: airlock alone, with no airlock-guest beside it, on
+// PATH or in $AIRLOCK_AGENT, serves as its own agent.
+func TestOneBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	solo := filepath.Join(dir, "airlock")
+	data, err := os.ReadFile(cliBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(solo, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(solo, "run", "--", "sh", "-c", "echo alone")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIRLOCK_AGENT=") && !strings.HasPrefix(kv, "PATH=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "alone\n" {
+		t.Errorf("airlock alone: %v: %q", err, out)
+	}
+}

@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/client"
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+func openStore() (*state.Store, error) {
+	home, err := airlock.Home()
+	if err != nil {
+		return nil, err
+	}
+	return state.Open(home)
+}
+
+// resolveSandbox finds the sandbox an id or unique id prefix names.
+func resolveSandbox(prefix string) (*state.Store, string, error) {
+	store, err := openStore()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := store.Resolve(prefix)
+	if err != nil {
+		return nil, "", err
+	}
+	return store, id, nil
+}
+
+func newListCmd() *cobra.Command {
+	var running, asJSON, quiet bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls", "ps"},
+		Short:   "List sandboxes: running, stopped and crashed",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			recs, err := store.List()
+			if err != nil {
+				return err
+			}
+			if running {
+				recs = slices.DeleteFunc(recs, func(r state.Record) bool { return r.Status != state.StatusRunning })
+			}
+			switch {
+			case asJSON:
+				if recs == nil {
+					recs = []state.Record{}
+				}
+				return writeJSON(recs)
+			case quiet:
+				for _, r := range recs {
+					fmt.Println(termText(r.ID))
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND")
+			now := time.Now()
+			for _, r := range recs {
+				pid := "-"
+				if r.Status == state.StatusRunning {
+					pid = fmt.Sprint(r.Supervisor.PID)
+				}
+				where := r.Image + "/" + r.Isolation
+				if where == "/" {
+					where = "-" // not known: the record is damaged
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			warnDamaged(recs...)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&running, "running", false, "only running sandboxes")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print ids only")
+	return cmd
+}
+
+func statusText(r state.Record) string {
+	switch {
+	case r.Damaged != "":
+		return r.Status + " (damaged record)"
+	case r.Status == state.StatusStopped && r.ExitCode != nil:
+		return fmt.Sprintf("stopped (%d)", *r.ExitCode)
+	case r.Status == state.StatusCrashed && r.Reason != "":
+		return "crashed: " + r.Reason
+	}
+	return r.Status
+}
+
+// warnDamaged says, on standard error, which records could not be read
+// and what to do about them.
+func warnDamaged(recs ...state.Record) {
+	for _, r := range recs {
+		if r.Damaged != "" {
+			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", termText(r.ID), termText(r.Damaged))
+		}
+	}
+}
+
+func commandText(r state.Record) string {
+	c := termText(strings.Join(r.Command, " "))
+	switch {
+	case c == "" && r.Kind == state.KindRPC:
+		c = "(airlock rpc)"
+	case c == "":
+		c = "-"
+	}
+	if r := []rune(c); len(r) > 40 {
+		c = string(r[:39]) + "…"
+	}
+	return c
+}
+
+func newGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Print everything recorded about a sandbox, as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, id, err := resolveSandbox(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := store.Get(id)
+			if err != nil {
+				return err
+			}
+			warnDamaged(r)
+			return writeJSON(r)
+		},
+	}
+}
+
+// killWait is how long kill waits for a supervisor to stop its sandbox
+// before it forces it.
+const killWait = 10 * time.Second
+
+func newKillCmd() *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "kill ID... | --all",
+		Short: "Stop running sandboxes",
+		Long: `Stop running sandboxes: every process in them is killed and they are
+torn down. A detached sandbox's supervisor is asked to stop; if it does
+not within 10 seconds it is killed and what it left is removed. A sandbox
+of an "airlock rpc" session is closed through its control socket.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return errors.New("give sandbox ids or --all")
+			}
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			ids, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
+			if err != nil {
+				return err
+			}
+			return forEach(ids, asJSON, "killed", func(id string) error {
+				if r, err := store.Get(id); err == nil && !asJSON {
+					warnDamaged(r)
+				}
+				return killSandbox(cmd.Context(), store, id)
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// pickIDs resolves the ids given, or selects every record matching sel.
+func pickIDs(store *state.Store, args []string, all bool, sel func(state.Record) bool) ([]string, error) {
+	if !all {
+		var ids []string
+		for _, a := range args {
+			id, err := store.Resolve(a)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		return ids, nil
+	}
+	recs, err := store.List()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range recs {
+		if sel(r) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}
+
+// forEach applies op to every id, reports each outcome and fails if any
+// failed.
+func forEach(ids []string, asJSON bool, done string, op func(id string) error) error {
+	type outcome struct {
+		ID    string `json:"id"`
+		Error string `json:"error,omitempty"`
+	}
+	var out []outcome
+	failed := 0
+	for _, id := range ids {
+		o := outcome{ID: id}
+		if err := op(id); err != nil {
+			o.Error = err.Error()
+			failed++
+			if !asJSON {
+				fmt.Fprintf(os.Stderr, "airlock: %s: %s\n", id, termText(err.Error()))
+			}
+		} else if !asJSON {
+			fmt.Println(id)
+		}
+		out = append(out, o)
+	}
+	if asJSON {
+		if out == nil {
+			out = []outcome{}
+		}
+		_ = writeJSON(map[string]any{done: out})
+	}
+	if failed > 0 {
+		return exitError{1}
+	}
+	return nil
+}
+
+func killSandbox(ctx context.Context, store *state.Store, id string) error {
+	r, err := store.Get(id)
+	if err != nil {
+		return err
+	}
+	if r.Status != state.StatusRunning {
+		return fmt.Errorf("not running (%s)", r.Status)
+	}
+	if r.Kind != state.KindDetached {
+		// Its supervisor serves other sandboxes too (or, the record
+		// being damaged, it may): close just this one.
+		return closeThroughSocket(ctx, store, id)
+	}
+	if err := syscall.Kill(r.Supervisor.PID, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("signal its supervisor (pid %d): %w", r.Supervisor.PID, err)
+	}
+	if waitGone(r.Supervisor.PID, r.Supervisor.StartTime, killWait) {
+		return nil
+	}
+	// The supervisor did not stop: kill it and clean up after it.
+	_ = syscall.Kill(r.Supervisor.PID, syscall.SIGKILL)
+	waitGone(r.Supervisor.PID, r.Supervisor.StartTime, 2*time.Second)
+	if err := airlock.Reclaim(id); err != nil {
+		return fmt.Errorf("clean up after its supervisor: %w", err)
+	}
+	// The sandbox is gone whether or not this is recorded (the disk may
+	// be full, the record damaged): it then reads as crashed.
+	if err := store.Update(id, func(rec *state.Record) {
+		rec.Status, rec.StoppedAt, rec.Reason = state.StatusStopped, time.Now(), "killed (supervisor did not stop in time)"
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s was killed, but this could not be recorded: %v\n", id, err)
+	}
+	return nil
+}
+
+// waitGone waits until the process is gone, for at most d.
+func waitGone(pid int, start uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for state.Alive(pid, start) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+func closeThroughSocket(ctx context.Context, store *state.Store, id string) error {
+	c, err := dialSandbox(ctx, store, id)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Sandbox(id).Close(ctx)
+}
+
+// dialSandbox connects to a running sandbox's control socket.
+func dialSandbox(ctx context.Context, store *state.Store, id string) (*client.Client, error) {
+	c, err := client.Dial(ctx, store.SocketPath(id), client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("reach sandbox %s: %w", id, err)
+	}
+	return c, nil
+}
+
+func newRmCmd() *cobra.Command {
+	var stopped, force, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rm ID... | --stopped",
+		Short: "Remove the records of stopped or crashed sandboxes",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if stopped == (len(args) > 0) {
+				return errors.New("give sandbox ids or --stopped")
+			}
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			ids, err := pickIDs(store, args, stopped, func(r state.Record) bool { return r.Status != state.StatusRunning })
+			if err != nil {
+				return err
+			}
+			return forEach(ids, asJSON, "removed", func(id string) error {
+				r, err := store.Get(id)
+				if err != nil {
+					return err
+				}
+				if !asJSON {
+					warnDamaged(r)
+				}
+				if r.Status == state.StatusRunning {
+					if !force {
+						return errors.New("it is running: `airlock kill` it first, or use --force")
+					}
+					if err := killSandbox(cmd.Context(), store, id); err != nil {
+						return err
+					}
+					// How it ended decides what is left to clean.
+					if r, err = store.Get(id); err != nil {
+						return err
+					}
+				}
+				return removeSandbox(store, r)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&stopped, "stopped", false, "remove every stopped or crashed sandbox")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// removeSandbox deletes a stopped sandbox's record, first cleaning up
+// after a supervisor that died.
+func removeSandbox(store *state.Store, r state.Record) error {
+	if r.Status == state.StatusCrashed {
+		if err := airlock.Reclaim(r.ID); err != nil {
+			return fmt.Errorf("clean up after its supervisor: %w", err)
+		}
+	}
+	return store.Remove(r.ID)
+}
+
+func newPruneCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove stopped and crashed sandboxes and whatever crashed ones left behind",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			recs, err := store.List()
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for _, r := range recs {
+				switch {
+				case r.Status != state.StatusRunning:
+					ids = append(ids, r.ID)
+				case r.Damaged != "" && !asJSON:
+					// Running, so kept; but its record needs attention.
+					warnDamaged(r)
+				}
+			}
+			err = forEach(ids, asJSON, "removed", func(id string) error {
+				r, err := store.Get(id)
+				if err != nil {
+					return err
+				}
+				return removeSandbox(store, r)
+			})
+			// Cgroups of sandboxes whose record is gone too.
+			airlock.Sweep()
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
