@@ -25,7 +25,7 @@ import (
 	"github.com/airlock-sandbox/airlock/client"
 )
 
-func newCpCmd() *cobra.Command {
+func (a *app) newCpCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cp SRC DST",
 		Short: "Copy files or directories between this machine and a running sandbox",
@@ -60,25 +60,25 @@ points to, and nothing is ever written through one.`,
 			case srcRemote == dstRemote:
 				return errors.New("exactly one of SRC and DST must be ID:PATH (a path in a sandbox)")
 			case srcRemote:
-				c, sb, err := runningSandbox(ctx, srcID)
+				c, sb, err := a.runningSandbox(ctx, srcID)
 				if err != nil {
 					return err
 				}
 				defer c.Close()
 				if dstPath == "-" {
-					return copyOutTar(ctx, sb, srcPath, os.Stdout)
+					return a.copyOutTar(ctx, sb, srcPath, os.Stdout)
 				}
-				return copyOut(ctx, sb, srcPath, dstPath)
+				return a.copyOut(ctx, sb, srcPath, dstPath)
 			default:
-				c, sb, err := runningSandbox(ctx, dstID)
+				c, sb, err := a.runningSandbox(ctx, dstID)
 				if err != nil {
 					return err
 				}
 				defer c.Close()
 				if srcPath == "-" {
-					return copyInTar(ctx, sb, os.Stdin, dstPath)
+					return a.copyInTar(ctx, sb, os.Stdin, dstPath)
 				}
-				return copyIn(ctx, sb, srcPath, dstPath)
+				return a.copyIn(ctx, sb, srcPath, dstPath)
 			}
 		},
 	}
@@ -162,7 +162,7 @@ func (c *inCopier) finish() error {
 	return nil
 }
 
-func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+func (a *app) copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 			defer f.Close()
 			return c.file(target, f, mode, info.ModTime(), p)
 		default:
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file, directory or link\n", termText(p))
+			a.warnf("skipping %s: not a regular file, directory or link", termText(p))
 			return nil
 		}
 	})
@@ -218,7 +218,7 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 // copyInTar unpacks the tar archive r into the directory dst in the
 // sandbox. Names are taken relative to dst, whatever their form ("/a",
 // "../a" and "./a" all land at dst/a).
-func copyInTar(ctx context.Context, sb *client.Sandbox, r io.Reader, dst string) error {
+func (a *app) copyInTar(ctx context.Context, sb *client.Sandbox, r io.Reader, dst string) error {
 	if st, err := sb.Stat(ctx, dst); err != nil {
 		return fmt.Errorf("%s in the sandbox: %w", termText(dst), err)
 	} else if !st.IsDir {
@@ -248,7 +248,7 @@ func copyInTar(ctx context.Context, sb *client.Sandbox, r io.Reader, dst string)
 			// sandbox, where it was unpacked already.
 			err = c.hardLink(target, path.Join(dst, path.Clean("/"+h.Linkname)), mode, h.ModTime, h.Name)
 		default:
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file, directory or link\n", termText(h.Name))
+			a.warnf("skipping %s: not a regular file, directory or link", termText(h.Name))
 		}
 		if err != nil {
 			return err
@@ -293,7 +293,7 @@ type outDest interface {
 // and never setuid, setgid or sticky: what a sandbox makes is not
 // privileged here. Links are made as links, with the target the sandbox
 // gave, and never followed.
-func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+func (a *app) copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	st, err := sb.Stat(ctx, src)
 	if err != nil {
 		return fmt.Errorf("%s in the sandbox: %w", termText(src), err)
@@ -309,9 +309,9 @@ func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	if err != nil {
 		return fmt.Errorf("copy %s out: open the destination directory: %w", termText(src), err)
 	}
-	d := &rootDest{c: copier{ctx: ctx, sb: sb}, root: root, umask: umask()}
+	d := &rootDest{c: copier{ctx: ctx, sb: sb, warnf: a.warnf}, root: root, umask: umask()}
 	defer d.close()
-	if err := (copier{ctx: ctx, sb: sb}).entry(d, src, name, st, 0); err != nil {
+	if err := (copier{ctx: ctx, sb: sb, warnf: a.warnf}).entry(d, src, name, st, 0); err != nil {
 		return err
 	}
 	return d.close()
@@ -319,18 +319,18 @@ func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 
 // copyOutTar writes src in the sandbox to w as a tar archive, its entries
 // under src's base name.
-func copyOutTar(ctx context.Context, sb *client.Sandbox, src string, w io.Writer) error {
+func (a *app) copyOutTar(ctx context.Context, sb *client.Sandbox, src string, w io.Writer) error {
 	st, err := sb.Stat(ctx, src)
 	if err != nil {
 		return fmt.Errorf("%s in the sandbox: %w", termText(src), err)
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)
-	d := &tarDest{c: copier{ctx: ctx, sb: sb}, tw: tar.NewWriter(bw), uid: os.Getuid(), gid: os.Getgid()}
+	d := &tarDest{c: copier{ctx: ctx, sb: sb, warnf: a.warnf}, tw: tar.NewWriter(bw), uid: os.Getuid(), gid: os.Getgid()}
 	name := path.Base(src)
 	if name == "/" {
 		name = "."
 	}
-	if err := (copier{ctx: ctx, sb: sb}).entry(d, src, name, st, 0); err != nil {
+	if err := (copier{ctx: ctx, sb: sb, warnf: a.warnf}).entry(d, src, name, st, 0); err != nil {
 		return err
 	}
 	if err := d.tw.Close(); err != nil {
@@ -347,6 +347,8 @@ func plainName(name string) bool {
 type copier struct {
 	ctx context.Context
 	sb  *client.Sandbox
+	// warnf says what is left out.
+	warnf func(format string, args ...any)
 }
 
 // entry copies src, described by fi, to d as name.
@@ -358,14 +360,14 @@ func (c copier) entry(d outDest, src, name string, fi api.FileInfo, depth int) e
 	case mode&fs.ModeSymlink != 0:
 		if fi.Link == "" {
 			// A link whose target could not be read.
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: its target cannot be read\n", termText(src))
+			c.warnf("skipping %s: its target cannot be read", termText(src))
 			return nil
 		}
 		return d.link(name, fi)
 	case mode.IsRegular():
 		return d.file(name, src, fi)
 	default:
-		fmt.Fprintf(os.Stderr, "airlock: skipping %s: not a regular file, directory or link\n", termText(src))
+		c.warnf("skipping %s: not a regular file, directory or link", termText(src))
 		return nil
 	}
 }
@@ -380,7 +382,7 @@ func (c copier) dirOut(d outDest, src, name string, fi api.FileInfo, depth int) 
 		if depth > 0 && errors.Is(err, fs.ErrPermission) {
 			// A directory the file operations do not reach, such as
 			// /proc: skip it as a special file.
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: %s\n", termText(src), termText(err.Error()))
+			c.warnf("skipping %s: %s", termText(src), termText(err.Error()))
 			return nil
 		}
 		return fmt.Errorf("list %s in the sandbox: %w", termText(src), err)
@@ -398,7 +400,7 @@ func (c copier) dirOut(d outDest, src, name string, fi api.FileInfo, depth int) 
 		if errors.Is(err, fs.ErrNotExist) {
 			// Removed since the listing, or named with bytes that are not
 			// UTF-8, which JSON-RPC cannot carry.
-			fmt.Fprintf(os.Stderr, "airlock: skipping %s: it is gone, or its name is not UTF-8\n", termText(s))
+			c.warnf("skipping %s: it is gone, or its name is not UTF-8", termText(s))
 			continue
 		}
 		if err != nil {
@@ -595,7 +597,7 @@ func (d *tarDest) file(name, src string, fi api.FileInfo) error {
 		off += int64(len(b))
 	}
 	if off < fi.Size {
-		fmt.Fprintf(os.Stderr, "airlock: %s shrank while being copied: padded with zeros\n", termText(src))
+		d.c.warnf("%s shrank while being copied: padded with zeros", termText(src))
 		if _, err := io.CopyN(d.tw, zeros{}, fi.Size-off); err != nil {
 			return err
 		}

@@ -53,7 +53,7 @@ const maxSpecBytes = 4 << 20
 // runDetached starts a supervisor process for a new sandbox, waits until
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
-func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
+func (a *app) runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
 	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
 	specR, specW, err := os.Pipe()
 	if err != nil {
@@ -113,7 +113,7 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 		if f.asJSON {
 			_ = writeJSON(map[string]any{"error": res.r.Error, "sandbox_id": res.r.ID})
 		} else {
-			fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(res.r.Error))
+			a.warnf("%s", termText(res.r.Error))
 		}
 		code := res.r.ExitCode
 		if code == 0 {
@@ -126,7 +126,7 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 	}
 	if !f.quiet {
 		for _, n := range res.r.Notes {
-			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
+			a.warnf("warning: %s", termText(n))
 		}
 	}
 	if _, err := fmt.Println(res.r.ID); err != nil {
@@ -138,20 +138,20 @@ func runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []st
 
 const superviseCmdName = "__supervise"
 
-func newSuperviseCmd() *cobra.Command {
+func (a *app) newSuperviseCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    superviseCmdName,
 		Short:  "Supervise a detached sandbox (started by airlock run --detach)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
-		RunE:   func(cmd *cobra.Command, _ []string) error { return supervise(cmd.Context()) },
+		RunE:   func(cmd *cobra.Command, _ []string) error { return a.supervise(cmd.Context()) },
 	}
 }
 
 // supervise is the supervisor of one detached sandbox: it creates it,
 // records it, serves its control socket, runs its main command and, when
 // that ends or the supervisor is told to stop, tears the sandbox down.
-func supervise(ctx context.Context) error {
+func (a *app) supervise(ctx context.Context) error {
 	ready := os.NewFile(4, "ready")
 	reported := false
 	report := func(r supervisorReady) {
@@ -205,7 +205,7 @@ func supervise(ctx context.Context) error {
 		Store:   store,
 		Kind:    state.KindDetached,
 		Command: spec.Command,
-		Server:  rpc.NewServer(rpc.Options{Version: version, Logger: log}),
+		Server:  rpc.NewServer(rpc.Options{Version: a.version, Logger: log}),
 		Events:  hub,
 		Logger:  log,
 	}

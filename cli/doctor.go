@@ -13,7 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/doctor"
 )
 
-func newDoctorCmd() *cobra.Command {
+func (a *app) newDoctorCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",

@@ -32,7 +32,7 @@ type execFlags struct {
 	timeout     time.Duration
 }
 
-func newExecCmd() *cobra.Command {
+func (a *app) newExecCmd() *cobra.Command {
 	var f execFlags
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID -- COMMAND [ARG...]",
@@ -52,7 +52,7 @@ those of airlock run.`,
 			if len(command) == 0 {
 				return errors.New("give the command to run after the sandbox id")
 			}
-			return runExec(cmd.Context(), &f, args[0], command)
+			return a.runExec(cmd.Context(), &f, args[0], command)
 		},
 	}
 	fl := cmd.Flags()
@@ -69,7 +69,7 @@ those of airlock run.`,
 
 // runningSandbox resolves an id prefix to a running sandbox and connects to
 // its control socket.
-func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client.Sandbox, error) {
+func (a *app) runningSandbox(ctx context.Context, prefix string) (*client.Client, *client.Sandbox, error) {
 	store, id, err := resolveSandbox(prefix)
 	if err != nil {
 		return nil, nil, err
@@ -80,7 +80,7 @@ func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client
 	}
 	// A damaged record does not keep a running sandbox out of reach: its
 	// control socket works all the same.
-	warnDamaged(r)
+	a.warnDamaged(r)
 	if r.Status != state.StatusRunning {
 		return nil, nil, fmt.Errorf("sandbox %s is %s, not running: start a new one with airlock run --detach", id, r.Status)
 	}
@@ -91,11 +91,11 @@ func runningSandbox(ctx context.Context, prefix string) (*client.Client, *client
 	return c, c.Sandbox(id), nil
 }
 
-func runExec(ctx context.Context, f *execFlags, prefix string, args []string) error {
+func (a *app) runExec(ctx context.Context, f *execFlags, prefix string, args []string) error {
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
 	}
-	c, sb, err := runningSandbox(ctx, prefix)
+	c, sb, err := a.runningSandbox(ctx, prefix)
 	if err != nil {
 		return err
 	}
@@ -141,18 +141,18 @@ func runExec(ctx context.Context, f *execFlags, prefix string, args []string) er
 	}
 	p, err := sb.StartWith(ctx, params, stdin, os.Stdout, os.Stderr)
 	if err != nil {
-		return remoteStartFailure(err)
+		return a.remoteStartFailure(err)
 	}
 	rp := remoteProcess{ctx: ctx, p: p}
-	defer forwardSignals(rp)()
+	defer a.forwardSignals(rp)()
 	if f.tty {
 		defer followResize(rp, fd)()
 	}
 	res, err := p.Wait()
 	if err != nil {
-		return remoteStartFailure(err)
+		return a.remoteStartFailure(err)
 	}
-	return exitFor(execResultFromClient(res))
+	return a.exitFor(execResultFromClient(res))
 }
 
 // remoteProcess drives a command reached through a control socket.
@@ -167,10 +167,10 @@ func (r remoteProcess) Signal(sig syscall.Signal) error {
 func (r remoteProcess) Kill() error                    { return r.p.Cancel(r.ctx) }
 func (r remoteProcess) Resize(rows, cols uint16) error { return r.p.Resize(r.ctx, rows, cols) }
 
-func remoteStartFailure(err error) error {
+func (a *app) remoteStartFailure(err error) error {
 	var ce *client.Error
 	if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
-		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(ce.Message))
+		a.warnf("%s", termText(ce.Message))
 		return exitError{ce.ExitCode()}
 	}
 	return err
@@ -218,7 +218,7 @@ func envFlags(kvs []string) map[string]string {
 	return env
 }
 
-func newAttachCmd() *cobra.Command {
+func (a *app) newAttachCmd() *cobra.Command {
 	var noStdin bool
 	cmd := &cobra.Command{
 		Use:   "attach ID",
@@ -229,7 +229,7 @@ running; when the command ends, attach exits with its exit code.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, sb, err := runningSandbox(ctx, args[0])
+			c, sb, err := a.runningSandbox(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -268,7 +268,7 @@ running; when the command ends, attach exits with its exit code.`,
 			if err != nil {
 				return err
 			}
-			return exitFor(execResultFromClient(res))
+			return a.exitFor(execResultFromClient(res))
 		},
 	}
 	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not pass this terminal's input to the command")

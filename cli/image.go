@@ -39,7 +39,7 @@ func noteOwners() {
 	}
 }
 
-func newImageCmd() *cobra.Command {
+func (a *app) newImageCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use:   "image",
@@ -56,13 +56,13 @@ list and remove images ahead of time.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "image cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
-	cmd.AddCommand(newImageBuildCmd(&cacheDir), newImageListCmd(&cacheDir), newImageRmCmd(&cacheDir), newImagePruneCmd(&cacheDir))
-	cmd.AddCommand(newImagePullCmd(&cacheDir))
-	cmd.AddCommand(newImagePublishCmd(&cacheDir))
+	cmd.AddCommand(a.newImageBuildCmd(&cacheDir), a.newImageListCmd(&cacheDir), a.newImageRmCmd(&cacheDir), a.newImagePruneCmd(&cacheDir))
+	cmd.AddCommand(a.newImagePullCmd(&cacheDir))
+	cmd.AddCommand(a.newImagePublishCmd(&cacheDir))
 	return cmd
 }
 
-func newImageListCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImageListCmd(cacheDir *string) *cobra.Command {
 	var asJSON, quiet bool
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -108,7 +108,7 @@ func newImageListCmd(cacheDir *string) *cobra.Command {
 	return cmd
 }
 
-func newImageRmCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImageRmCmd(cacheDir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "rm NAME|KEY...",
@@ -127,9 +127,9 @@ func newImageRmCmd(cacheDir *string) *cobra.Command {
 			}
 			var out []result
 			var failed error
-			for _, a := range args {
-				removed, err := c.Remove(cmd.Context(), a)
-				r := result{Name: a, Removed: removed}
+			for _, name := range args {
+				removed, err := c.Remove(cmd.Context(), name)
+				r := result{Name: name, Removed: removed}
 				if r.Removed == nil {
 					r.Removed = []string{}
 				}
@@ -137,10 +137,10 @@ func newImageRmCmd(cacheDir *string) *cobra.Command {
 					r.Error = err.Error()
 					failed = fmt.Errorf("some images were not removed")
 					if !asJSON {
-						fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(err.Error()))
+						a.warnf("%s", termText(err.Error()))
 					}
 				} else if !asJSON {
-					fmt.Println(termText("untagged: " + a))
+					fmt.Println(termText("untagged: " + name))
 					for _, k := range removed {
 						fmt.Println("deleted: " + k)
 					}
@@ -162,7 +162,7 @@ func newImageRmCmd(cacheDir *string) *cobra.Command {
 	return cmd
 }
 
-func newImagePruneCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImagePruneCmd(cacheDir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "prune",

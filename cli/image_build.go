@@ -25,7 +25,7 @@ type buildResult struct {
 	Error      string `json:"error,omitempty"`
 }
 
-func newImageBuildCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImageBuildCmd(cacheDir *string) *cobra.Command {
 	var asJSON, all, rebuild, plain bool
 	cmd := &cobra.Command{
 		Use:   "build [VARIANT...]",
@@ -96,7 +96,7 @@ $AIRLOCK_DEBIAN_SUITE (default bookworm).`,
 				view.Close()
 				switch {
 				case r.Error != "":
-					fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(r.Error))
+					a.warnf("%s", termText(r.Error))
 				case r.Cached:
 					fmt.Printf("%s: cached, %s in %d files (%s)\n", r.Name, humanBytes(r.Size), r.Files, shortItem(r.Key))
 				default:

@@ -10,7 +10,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/image/oci"
 )
 
-func newImagePullCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImagePullCmd(cacheDir *string) *cobra.Command {
 	var (
 		opts   oci.Options
 		asJSON bool

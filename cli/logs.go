@@ -13,7 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
-func newLogsCmd() *cobra.Command {
+func (a *app) newLogsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "logs ID",

@@ -21,7 +21,7 @@ type mcpFlags struct {
 	net          networkFlags
 }
 
-func newMCPCmd() *cobra.Command {
+func (a *app) newMCPCmd() *cobra.Command {
 	var f mcpFlags
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -49,7 +49,7 @@ goes away.`,
 			if err != nil {
 				return err
 			}
-			opts.Version = version
+			opts.Version = a.version
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			go airlock.Sweep()
 			return mcpserver.New(opts).Run(cmd.Context(), &mcp.StdioTransport{})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,7 @@ import (
 	"github.com/airlock-sandbox/airlock/client"
 )
 
-func newPolicyCmd() *cobra.Command {
+func (a *app) newPolicyCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "policy ID [allow|deny|remove HOST...]",
@@ -38,14 +37,14 @@ lists in force are printed.`,
   airlock policy --json sb-3f`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPolicy(cmd.Context(), args[0], args[1:], asJSON)
+			return a.runPolicy(cmd.Context(), args[0], args[1:], asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {sandbox_id, allowed_hosts, denied_hosts} as JSON")
 	return cmd
 }
 
-func runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) error {
+func (a *app) runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) error {
 	var change func(*client.Sandbox, context.Context, string) error
 	if len(args) > 0 {
 		switch args[0] {
@@ -62,7 +61,7 @@ func runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) e
 			return fmt.Errorf("give the host patterns to %s after %s", args[0], args[0])
 		}
 	}
-	c, sb, err := runningSandbox(ctx, prefix)
+	c, sb, err := a.runningSandbox(ctx, prefix)
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,7 @@ func runPolicy(ctx context.Context, prefix string, args []string, asJSON bool) e
 				return err
 			}
 			failed++
-			fmt.Fprintf(os.Stderr, "airlock: %s %s: %s\n", args[0], termText(host), termText(serverMessage(err)))
+			a.warnf("%s %s: %s", args[0], termText(host), termText(serverMessage(err)))
 		}
 	}
 	allowed, denied, err := sb.Hosts(ctx)

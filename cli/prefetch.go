@@ -15,7 +15,7 @@ import (
 // image a sandbox is created from unless it names another.
 const defaultVariant = "standard"
 
-func newPrefetchCmd() *cobra.Command {
+func (a *app) newPrefetchCmd() *cobra.Command {
 	var (
 		variants []string
 		all      bool
@@ -104,7 +104,7 @@ manifest's sha256 and size before use.`,
 	return cmd
 }
 
-func newImagePublishCmd(cacheDir *string) *cobra.Command {
+func (a *app) newImagePublishCmd(cacheDir *string) *cobra.Command {
 	var (
 		noEROFS bool
 		ver     string
@@ -161,7 +161,7 @@ takes from an image. The same tree gives the same archive, byte for byte.`,
 				fmt.Fprintf(w, "%s\t%s\t%s\n", name, humanBytes(a.Size), filepath.Join(out, a.URL))
 			}
 			for v, skipped := range res.Skipped {
-				fmt.Fprintf(cmd.ErrOrStderr(), "airlock: %s: left out %d device nodes and sockets (a sandbox has its own /dev)\n", v, len(skipped))
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s: left out %d device nodes and sockets (a sandbox has its own /dev)\n", a.name, v, len(skipped))
 			}
 			fmt.Fprintf(w, "manifest\t%s\n", filepath.Join(out, dist.ManifestFile))
 			return nil

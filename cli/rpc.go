@@ -13,7 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/rpc"
 )
 
-func newRPCCmd() *cobra.Command {
+func (a *app) newRPCCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rpc",
 		Short: "Serve the JSON-RPC 2.0 API on stdin and stdout",
@@ -31,7 +31,7 @@ carries only the protocol.`,
 			if err := checkRPCFlags(cmd); err != nil {
 				return err
 			}
-			return runRPC(cmd, rpcOptions(cmd))
+			return runRPC(cmd, a.rpcOptions(cmd))
 		},
 	}
 	fl := cmd.Flags()
@@ -62,16 +62,16 @@ func logLevel(cmd *cobra.Command) (slog.Level, error) {
 
 // rpcOptions builds the server's options from the command line (flags
 // already checked by checkRPCFlags).
-func rpcOptions(cmd *cobra.Command) rpc.Options {
+func (a *app) rpcOptions(cmd *cobra.Command) rpc.Options {
 	mb, _ := cmd.Flags().GetInt64("max-message-mb")
 	level, _ := logLevel(cmd)
 	opts := rpc.Options{
-		Version:     version,
+		Version:     a.version,
 		MaxMessage:  mb << 20,
 		AllowCreate: true,
 		Logger:      slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})),
 	}
-	recordSandboxes(&opts)
+	a.recordSandboxes(&opts)
 	return opts
 }
 

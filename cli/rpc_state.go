@@ -16,13 +16,13 @@ import (
 // visible to the other commands: each is recorded in the state directory,
 // supervised by this process, and gets a control socket, so that airlock
 // list, exec, cp and kill reach it.
-func recordSandboxes(opts *rpc.Options) {
+func (a *app) recordSandboxes(opts *rpc.Options) {
 	store, err := openStore()
 	if err != nil {
 		opts.Logger.Warn("sandboxes of this session will not appear in airlock list", "err", err)
 		return
 	}
-	control := rpc.NewServer(rpc.Options{Version: version, Logger: opts.Logger})
+	control := rpc.NewServer(rpc.Options{Version: a.version, Logger: opts.Logger})
 	var mu sync.Mutex
 	hubs := map[string]*rpc.Hub{}
 	opts.Create = func(ctx context.Context, cfg airlock.Config) (*airlock.Sandbox, error) {

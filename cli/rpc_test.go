@@ -164,7 +164,8 @@ func TestRPCBinary(t *testing.T) {
 // builds from its flags.
 func TestRPCCommand(t *testing.T) {
 	t.Parallel()
-	cmd := newRPCCmd()
+	a := newApp(Options{Version: "v-test"})
+	cmd := a.newRPCCmd()
 	if err := cmd.ParseFlags([]string{"--max-message-mb", "8", "--log-level", "debug"}); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestRPCCommand(t *testing.T) {
 	cmd.SetOut(outW)
 	cmd.SetErr(&stderr)
 	cmd.SetContext(context.Background())
-	opts := rpcOptions(cmd)
+	opts := a.rpcOptions(cmd)
 	if opts.MaxMessage != 8<<20 || !opts.AllowCreate {
 		t.Errorf("options: %+v", opts)
 	}
@@ -201,7 +202,7 @@ func TestRPCCommand(t *testing.T) {
 	p := newRPCPeer(t, inW, outR)
 	var info api.InfoResult
 	p.result(9, api.MethodInfo, nil, &info)
-	if info.MaxMessageBytes != 8<<20 || info.Version != version {
+	if info.MaxMessageBytes != 8<<20 || info.Version != "v-test" {
 		t.Errorf("info: %+v", info)
 	}
 	pid := p.session()
@@ -225,7 +226,7 @@ func TestRPCCommand(t *testing.T) {
 func TestRPCFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--max-message-mb", "0"}, {"--max-message-mb", "99999"}, {"--log-level", "loud"}} {
-		cmd := newRPCCmd()
+		cmd := newApp(Options{}).newRPCCmd()
 		if err := cmd.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}

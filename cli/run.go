@@ -42,7 +42,7 @@ type runFlags struct {
 	files       mountFlags
 }
 
-func newRunCmd() *cobra.Command {
+func (a *app) newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
@@ -82,7 +82,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 			if len(args) == 0 && !f.detach && f.image == "" {
 				return errors.New("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for airlock exec")
 			}
-			return runRun(cmd.Context(), &f, args)
+			return a.runRun(cmd.Context(), &f, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -228,7 +228,7 @@ func parseMiB(s, flag string) (int64, error) {
 	return n >> 20, nil
 }
 
-func runRun(ctx context.Context, f *runFlags, args []string) error {
+func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 	cfg, err := f.config()
 	if err != nil {
 		return err
@@ -249,7 +249,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 			}
 			cfg.OnImageProgress = nil
 		}
-		return runDetached(ctx, f, cfg, args)
+		return a.runDetached(ctx, f, cfg, args)
 	}
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
@@ -267,7 +267,7 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 	defer sb.Close()
 	if !f.quiet && !f.asJSON {
 		for _, n := range sb.Notes() {
-			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", termText(n))
+			a.warnf("warning: %s", termText(n))
 		}
 	}
 	if len(args) == 0 {
@@ -281,45 +281,45 @@ func runRun(ctx context.Context, f *runFlags, args []string) error {
 		command.Stdin = os.Stdin
 	}
 	if f.asJSON {
-		return runJSON(ctx, sb, command)
+		return a.runJSON(ctx, sb, command)
 	}
 	command.Stdout, command.Stderr = os.Stdout, os.Stderr
 	if f.tty {
-		return runTTY(ctx, sb, command, f.interactive && stdinIsTTY)
+		return a.runTTY(ctx, sb, command, f.interactive && stdinIsTTY)
 	}
 	p, err := sb.Start(ctx, command)
 	if err != nil {
-		return startFailure(err)
+		return a.startFailure(err)
 	}
-	stopSignals := forwardSignals(p)
+	stopSignals := a.forwardSignals(p)
 	defer stopSignals()
 	res, err := p.Wait()
 	if err != nil {
 		return err
 	}
-	return exitFor(res)
+	return a.exitFor(res)
 }
 
-func startFailure(err error) error {
+func (a *app) startFailure(err error) error {
 	var se *airlock.StartError
 	if errors.As(err, &se) {
-		fmt.Fprintf(os.Stderr, "airlock: %s\n", termText(se.Err.Error()))
+		a.warnf("%s", termText(se.Err.Error()))
 		return exitError{se.ExitCode()}
 	}
 	return err
 }
 
-func exitFor(res *airlock.ExecResult) error {
+func (a *app) exitFor(res *airlock.ExecResult) error {
 	switch {
 	case res.KilledBy == airlock.KilledByTimeout:
-		fmt.Fprintln(os.Stderr, "airlock: command timed out and was killed")
+		a.warnf("command timed out and was killed")
 		return exitError{124}
 	case res.KilledBy == airlock.KilledByOOM:
-		fmt.Fprintln(os.Stderr, "airlock: command ran out of memory and was killed (raise --memory)")
+		a.warnf("command ran out of memory and was killed (raise --memory)")
 	}
 	for _, l := range res.LimitsHit {
 		if l == "pids" {
-			fmt.Fprintln(os.Stderr, "airlock: the pids limit refused new processes (raise --pids-limit)")
+			a.warnf("the pids limit refused new processes (raise --pids-limit)")
 		}
 	}
 	if res.ExitCode != 0 {
@@ -328,7 +328,7 @@ func exitFor(res *airlock.ExecResult) error {
 	return nil
 }
 
-func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, raw bool) error {
+func (a *app) runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, raw bool) error {
 	command.TTY = true
 	fd := int(os.Stdout.Fd())
 	if w, h, err := term.GetSize(fd); err == nil {
@@ -344,17 +344,17 @@ func runTTY(ctx context.Context, sb *airlock.Sandbox, command airlock.Command, r
 	}
 	p, err := sb.Start(ctx, command)
 	if err != nil {
-		return startFailure(err)
+		return a.startFailure(err)
 	}
 	defer followResize(p, fd)()
 	res, err := p.Wait()
 	if err != nil {
 		return err
 	}
-	return exitFor(res)
+	return a.exitFor(res)
 }
 
-func runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) error {
+func (a *app) runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.Command) error {
 	res, err := sb.Run(ctx, command)
 	if err != nil {
 		var se *airlock.StartError

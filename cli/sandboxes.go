@@ -39,7 +39,7 @@ func resolveSandbox(prefix string) (*state.Store, string, error) {
 	return store, id, nil
 }
 
-func newListCmd() *cobra.Command {
+func (a *app) newListCmd() *cobra.Command {
 	var running, asJSON, quiet bool
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -87,7 +87,7 @@ func newListCmd() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			warnDamaged(recs...)
+			a.warnDamaged(recs...)
 			return nil
 		},
 	}
@@ -111,10 +111,10 @@ func statusText(r state.Record) string {
 
 // warnDamaged says, on standard error, which records could not be read
 // and what to do about them.
-func warnDamaged(recs ...state.Record) {
+func (a *app) warnDamaged(recs ...state.Record) {
 	for _, r := range recs {
 		if r.Damaged != "" {
-			fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s: %s\n", termText(r.ID), termText(r.Damaged))
+			a.warnf("warning: sandbox %s: %s", termText(r.ID), termText(r.Damaged))
 		}
 	}
 }
@@ -133,7 +133,7 @@ func commandText(r state.Record) string {
 	return c
 }
 
-func newGetCmd() *cobra.Command {
+func (a *app) newGetCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
 		Short: "Print everything recorded about a sandbox, as JSON",
@@ -147,7 +147,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			warnDamaged(r)
+			a.warnDamaged(r)
 			return writeJSON(r)
 		},
 	}
@@ -157,7 +157,7 @@ func newGetCmd() *cobra.Command {
 // before it forces it.
 const killWait = 10 * time.Second
 
-func newKillCmd() *cobra.Command {
+func (a *app) newKillCmd() *cobra.Command {
 	var all, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "kill ID... | --all",
@@ -178,11 +178,11 @@ of an "airlock rpc" session is closed through its control socket.`,
 			if err != nil {
 				return err
 			}
-			return forEach(ids, asJSON, "killed", func(id string) error {
+			return a.forEach(ids, asJSON, "killed", func(id string) error {
 				if r, err := store.Get(id); err == nil && !asJSON {
-					warnDamaged(r)
+					a.warnDamaged(r)
 				}
-				return killSandbox(cmd.Context(), store, id)
+				return a.killSandbox(cmd.Context(), store, id)
 			})
 		},
 	}
@@ -219,7 +219,7 @@ func pickIDs(store *state.Store, args []string, all bool, sel func(state.Record)
 
 // forEach applies op to every id, reports each outcome and fails if any
 // failed.
-func forEach(ids []string, asJSON bool, done string, op func(id string) error) error {
+func (a *app) forEach(ids []string, asJSON bool, done string, op func(id string) error) error {
 	type outcome struct {
 		ID    string `json:"id"`
 		Error string `json:"error,omitempty"`
@@ -232,7 +232,7 @@ func forEach(ids []string, asJSON bool, done string, op func(id string) error) e
 			o.Error = err.Error()
 			failed++
 			if !asJSON {
-				fmt.Fprintf(os.Stderr, "airlock: %s: %s\n", id, termText(err.Error()))
+				a.warnf("%s: %s", id, termText(err.Error()))
 			}
 		} else if !asJSON {
 			fmt.Println(id)
@@ -251,7 +251,7 @@ func forEach(ids []string, asJSON bool, done string, op func(id string) error) e
 	return nil
 }
 
-func killSandbox(ctx context.Context, store *state.Store, id string) error {
+func (a *app) killSandbox(ctx context.Context, store *state.Store, id string) error {
 	r, err := store.Get(id)
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func killSandbox(ctx context.Context, store *state.Store, id string) error {
 	if err := store.Update(id, func(rec *state.Record) {
 		rec.Status, rec.StoppedAt, rec.Reason = state.StatusStopped, time.Now(), "killed (supervisor did not stop in time)"
 	}); err != nil {
-		fmt.Fprintf(os.Stderr, "airlock: warning: sandbox %s was killed, but this could not be recorded: %v\n", id, err)
+		a.warnf("warning: sandbox %s was killed, but this could not be recorded: %v", id, err)
 	}
 	return nil
 }
@@ -316,7 +316,7 @@ func dialSandbox(ctx context.Context, store *state.Store, id string) (*client.Cl
 	return c, nil
 }
 
-func newRmCmd() *cobra.Command {
+func (a *app) newRmCmd() *cobra.Command {
 	var stopped, force, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "rm ID... | --stopped",
@@ -333,19 +333,19 @@ func newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return forEach(ids, asJSON, "removed", func(id string) error {
+			return a.forEach(ids, asJSON, "removed", func(id string) error {
 				r, err := store.Get(id)
 				if err != nil {
 					return err
 				}
 				if !asJSON {
-					warnDamaged(r)
+					a.warnDamaged(r)
 				}
 				if r.Status == state.StatusRunning {
 					if !force {
 						return errors.New("it is running: `airlock kill` it first, or use --force")
 					}
-					if err := killSandbox(cmd.Context(), store, id); err != nil {
+					if err := a.killSandbox(cmd.Context(), store, id); err != nil {
 						return err
 					}
 					// How it ended decides what is left to clean.
@@ -374,7 +374,7 @@ func removeSandbox(store *state.Store, r state.Record) error {
 	return store.Remove(r.ID)
 }
 
-func newPruneCmd() *cobra.Command {
+func (a *app) newPruneCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "prune",
@@ -396,10 +396,10 @@ func newPruneCmd() *cobra.Command {
 					ids = append(ids, r.ID)
 				case r.Damaged != "" && !asJSON:
 					// Running, so kept; but its record needs attention.
-					warnDamaged(r)
+					a.warnDamaged(r)
 				}
 			}
-			err = forEach(ids, asJSON, "removed", func(id string) error {
+			err = a.forEach(ids, asJSON, "removed", func(id string) error {
 				r, err := store.Get(id)
 				if err != nil {
 					return err

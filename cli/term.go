@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,7 +23,7 @@ type resizable interface {
 // forwardSignals passes signals to the command, as `docker run` does. A
 // command may ignore SIGINT; the third Ctrl-C kills it and everything it
 // started.
-func forwardSignals(p controlled) func() {
+func (a *app) forwardSignals(p controlled) func() {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
@@ -33,7 +32,7 @@ func forwardSignals(p controlled) func() {
 			if sig == syscall.SIGINT {
 				interrupts++
 				if interrupts == 3 {
-					fmt.Fprintln(os.Stderr, "airlock: third interrupt: killing the command")
+					a.warnf("third interrupt: killing the command")
 					_ = p.Kill()
 					continue
 				}

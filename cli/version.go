@@ -11,9 +11,6 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
-// version is the version Main reports.
-var version = "dev"
-
 type versionInfo struct {
 	Version  string `json:"version"`
 	Commit   string `json:"commit,omitempty"`
@@ -22,8 +19,8 @@ type versionInfo struct {
 	Protocol int    `json:"agent_protocol"`
 }
 
-func currentVersion() versionInfo {
-	v := versionInfo{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: agentproto.Version}
+func (a *app) currentVersion() versionInfo {
+	v := versionInfo{Version: a.version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: agentproto.Version}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
@@ -34,14 +31,14 @@ func currentVersion() versionInfo {
 	return v
 }
 
-func newVersionCmd() *cobra.Command {
+func (a *app) newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the airlock version",
+		Short: "Print the version of " + a.name,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := currentVersion()
+			v := a.currentVersion()
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(v)
 			}
@@ -49,7 +46,7 @@ func newVersionCmd() *cobra.Command {
 			if len(commit) > 12 {
 				commit = commit[:12]
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "airlock %s (commit %s, %s, %s, agent protocol %d)\n", v.Version, orDash(commit), v.Go, v.Platform, v.Protocol)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s (commit %s, %s, %s, agent protocol %d)\n", a.name, v.Version, orDash(commit), v.Go, v.Platform, v.Protocol)
 			return err
 		},
 	}

@@ -6,4 +6,4 @@ import "github.com/airlock-sandbox/airlock/cli"
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() { cli.Main(version) }
+func main() { cli.Main(cli.Options{Version: version}) }

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// TestProgramName: a program built on the package names itself, not
+// airlock, in its usage lines and in the command lines its help shows.
+func TestProgramName(t *testing.T) {
+	t.Parallel()
+	root := newApp(Options{Name: "my-sandbox", Short: "my own sandbox"}).newRootCmd()
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"exec", "--help"}, {"policy", "--help"}} {
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		help := out.String()
+		if !strings.Contains(help, "my-sandbox ") {
+			t.Errorf("%q: the help does not name my-sandbox:\n%s", args, help)
+		}
+		for _, sub := range []string{"run", "exec", "policy", "rpc", "kill"} {
+			if strings.Contains(help, "airlock "+sub) {
+				t.Errorf("%q: the help shows airlock %s:\n%s", args, sub, help)
+			}
+		}
+	}
+}
+
+// TestExtraCommands: a program's own commands run beside airlock's, and
+// Exit sets the exit code.
+func TestExtraCommands(t *testing.T) {
+	t.Parallel()
+	ran := false
+	o := Options{Name: "my-sandbox", Commands: func() []*cobra.Command {
+		return []*cobra.Command{{
+			Use: "hello",
+			RunE: func(*cobra.Command, []string) error {
+				ran = true
+				return Exit(3)
+			},
+		}}
+	}}
+	if code := o.Run(context.Background(), []string{"hello"}); code != 3 || !ran {
+		t.Errorf("hello: exit %d, ran %v; want 3, true", code, ran)
+	}
+	if code := o.Run(context.Background(), []string{"no-such-command"}); code != 125 {
+		t.Errorf("an unknown command: exit %d, want 125", code)
+	}
+}
