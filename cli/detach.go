@@ -28,7 +28,9 @@ import (
 // supervisorSpec is what `airlock run --detach` hands the supervisor
 // process it starts, on descriptor 3.
 type supervisorSpec struct {
-	ID      string         `json:"id"`
+	ID string `json:"id"`
+	// Config is what was asked at run time, without the program's
+	// built-in configuration, which the supervisor has as its own.
 	Config  airlock.Config `json:"config"`
 	Command []string       `json:"command,omitempty"`
 	Dir     string         `json:"dir,omitempty"`
@@ -53,8 +55,8 @@ const maxSpecBytes = 4 << 20
 // runDetached starts a supervisor process for a new sandbox, waits until
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
-func (a *app) runDetached(ctx context.Context, f *runFlags, cfg airlock.Config, args []string) error {
-	spec := supervisorSpec{ID: airlock.NewID(), Config: cfg, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
+func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config, args []string) error {
+	spec := supervisorSpec{ID: airlock.NewID(), Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -184,14 +186,19 @@ func (a *app) supervise(ctx context.Context) error {
 		return fail(spec.ID, 125, err)
 	}
 	// Events reach the sessions on the control socket through a hub. The
-	// configuration recorded is the one asked for; the sandbox is made to
-	// outlive its main command's timeout.
+	// configuration recorded is the one asked for, over the program's
+	// built-in one; the sandbox is made to outlive its main command's
+	// timeout.
 	hub := &rpc.Hub{}
-	cfg := spec.Config
+	asked, err := a.withBase(spec.Config)
+	if err != nil {
+		return fail(spec.ID, 125, err)
+	}
+	cfg := asked
 	if len(spec.Command) > 0 {
 		cfg = withCommandMargin(cfg, spec.Timeout)
 	}
-	cfg.OnEvent = hub.Publish
+	cfg.OnEvent = both(cfg.OnEvent, hub.Publish)
 	sb, err := airlock.CreateWithID(work, spec.ID, cfg)
 	if err != nil {
 		return fail(spec.ID, 125, err)
@@ -209,7 +216,7 @@ func (a *app) supervise(ctx context.Context) error {
 		Events:  hub,
 		Logger:  log,
 	}
-	opts.Config, _ = json.Marshal(spec.Config)
+	opts.Config, _ = json.Marshal(asked)
 	if len(spec.Command) > 0 {
 		main = lifecycle.NewMainCommand()
 		opts.Main = main

@@ -45,7 +45,7 @@ goes away.`,
   {"mcpServers": {"airlock": {"command": "airlock", "args": ["mcp", "--image", "standard"]}}}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := f.options()
+			opts, err := f.options(a)
 			if err != nil {
 				return err
 			}
@@ -66,8 +66,9 @@ goes away.`,
 	return cmd
 }
 
-// options builds the server's options from the flags.
-func (f *mcpFlags) options() (mcpserver.Options, error) {
+// options builds the server's options from the flags, over the
+// program's built-in configuration.
+func (f *mcpFlags) options(a *app) (mcpserver.Options, error) {
 	var o mcpserver.Options
 	o.Base.Image = f.image
 	var err error
@@ -88,6 +89,9 @@ func (f *mcpFlags) options() (mcpserver.Options, error) {
 	}
 	o.MaxSandboxes = f.maxSandboxes
 	if o.Base.Network, err = f.net.config(map[string]string{}); err != nil {
+		return o, err
+	}
+	if o.Base, err = a.withBase(o.Base); err != nil {
 		return o, err
 	}
 	return o, o.Base.Validate()

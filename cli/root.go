@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock"
 )
 
 // useSelfAsAgent makes this binary the sandboxes' agent when no
@@ -51,11 +53,13 @@ type app struct {
 	name    string
 	short   string
 	version string
-	extra   func() []*cobra.Command
+	// base is the built-in configuration every sandbox starts from.
+	base  airlock.Config
+	extra func() []*cobra.Command
 }
 
 func newApp(o Options) *app {
-	a := &app{name: o.Name, short: o.Short, version: o.Version, extra: o.Commands}
+	a := &app{name: o.Name, short: o.Short, version: o.Version, base: o.Config, extra: o.Commands}
 	if a.name == "" {
 		a.name = "airlock"
 	}

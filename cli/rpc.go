@@ -69,6 +69,7 @@ func (a *app) rpcOptions(cmd *cobra.Command) rpc.Options {
 		Version:     a.version,
 		MaxMessage:  mb << 20,
 		AllowCreate: true,
+		Configure:   a.withBase,
 		Logger:      slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})),
 	}
 	a.recordSandboxes(&opts)

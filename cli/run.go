@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,20 +80,19 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !f.detach && f.image == "" {
-				return errors.New("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for airlock exec")
-			}
 			return a.runRun(cmd.Context(), &f, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	fl.StringVar(&f.isolation, "isolation", "process", "isolation level: process, gvisor or vm")
+	// The flags with defaults default to the built-in configuration.
+	base := a.base
+	fl.StringVar(&f.isolation, "isolation", string(cmp.Or(base.Isolation, airlock.IsolationProcess)), "isolation level: process, gvisor or vm")
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
-	durationVar(fl, &f.timeout, "timeout", 0, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
-	fl.Int64Var(&f.pids, "pids-limit", airlock.DefaultPidsLimit, fmt.Sprintf("maximum processes and threads, airlock's process spawner included (at least %d)", airlock.MinPidsLimit))
-	fl.Uint64Var(&f.nofile, "nofile-limit", airlock.DefaultNofileLimit, "maximum open files per process")
+	durationVar(fl, &f.timeout, "timeout", time.Duration(base.Resources.TimeoutSeconds)*time.Second, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
+	fl.Int64Var(&f.pids, "pids-limit", cmp.Or(base.PidsLimit, airlock.DefaultPidsLimit), fmt.Sprintf("maximum processes and threads, airlock's process spawner included (at least %d)", airlock.MinPidsLimit))
+	fl.Uint64Var(&f.nofile, "nofile-limit", cmp.Or(base.NofileLimit, airlock.DefaultNofileLimit), "maximum open files per process")
 	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (/, /tmp, /workspace, /dev/shm), with one file per 8k; up to half of --memory it is a tmpfs (memory), larger it is a file under $AIRLOCK_HOME (root only); full, writes fail with ENOSPC (default: half of --memory, at most 1g)")
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
@@ -229,13 +229,20 @@ func parseMiB(s, flag string) (int64, error) {
 }
 
 func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
-	cfg, err := f.config()
+	asked, err := f.config()
 	if err != nil {
 		return err
 	}
+	cfg, err := a.withBase(asked)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 && !f.detach && cfg.Image == "" {
+		return fmt.Errorf("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for %s exec", a.name)
+	}
 	if cfg.Image != "" && !f.quiet {
 		view := newProgressView(os.Stderr, f.asJSON)
-		cfg.OnImageProgress = func(p airlock.ImageProgress) { view.Report(store.Progress(p)) }
+		cfg.OnImageProgress = both(cfg.OnImageProgress, func(p airlock.ImageProgress) { view.Report(store.Progress(p)) })
 		defer view.Close()
 	}
 	if f.detach {
@@ -247,9 +254,10 @@ func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 			if _, err := airlock.PrepareImage(ctx, cfg); err != nil {
 				return err
 			}
-			cfg.OnImageProgress = nil
 		}
-		return a.runDetached(ctx, f, cfg, args)
+		// The supervisor lays what was asked over the built-in
+		// configuration again: the Go values of that cannot be sent.
+		return a.runDetached(ctx, f, asked, args)
 	}
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")

@@ -263,7 +263,9 @@ func (s *Server) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn
 		nw.AllowedHosts = append(slices.Clone(nw.AllowedHosts), in.AllowedHosts...)
 		cfg.Network = &nw
 	}
-	cfg.Logger = s.o.Logger
+	if cfg.Logger == nil {
+		cfg.Logger = s.o.Logger
+	}
 	sb, err := s.o.Create(ctx, cfg)
 	if err != nil {
 		return nil, createOut{}, fmt.Errorf("create sandbox: %w", err)

@@ -60,6 +60,12 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 			_ = ss.out.notify(api.NotifyImageProgress, api.ImageProgress(ip))
 		},
 	}
+	if ss.opts.Configure != nil {
+		var err error
+		if cfg, err = ss.opts.Configure(cfg); err != nil {
+			return nil, invalidParams("create params: %v", err)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, invalidParams("create params: %v", err)
 	}

@@ -40,6 +40,11 @@ type Options struct {
 	MaxInFlightBytes int64
 	// AllowCreate enables "create"; off on a control socket.
 	AllowCreate bool
+	// Configure, when set, turns the configuration a create asks for
+	// into the one the sandbox is created with, before it is validated
+	// (a program's built-in configuration under it); its error answers
+	// the request as invalid params.
+	Configure func(airlock.Config) (airlock.Config, error)
 	// Create starts a sandbox; default airlock.Create. The server sets
 	// cfg.OnEvent and cfg.Logger before calling it.
 	Create func(ctx context.Context, cfg airlock.Config) (*airlock.Sandbox, error)

@@ -2,9 +2,11 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,4 +152,47 @@ func TestSpecFieldsAccepted(t *testing.T) {
 	c.result("list", api.MethodListFiles, map[string]any{"path": "/workspace"}, nil)
 	c.result("info", api.MethodInfo, map[string]any{}, nil)
 	c.result("close", api.MethodClose, map[string]any{}, nil)
+}
+
+// TestConfigure: Options.Configure turns the configuration a create
+// asks for into the one the sandbox is created with, before it is
+// validated, and its error answers the request as invalid params.
+func TestConfigure(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []airlock.Config
+	c := newClient(t, Options{
+		AllowCreate: true,
+		Configure: func(cfg airlock.Config) (airlock.Config, error) {
+			if cfg.Hostname == "refused" {
+				return cfg, errors.New("hostname refused is not for this program")
+			}
+			cfg.Env = map[string]string{"BUILT_IN": "yes"}
+			cfg.Resources.MemoryMB = 3 // invalid: Validate must see what Configure returns
+			if cfg.Hostname == "valid" {
+				cfg.Resources.MemoryMB = 64
+			}
+			return cfg, nil
+		},
+		Create: func(_ context.Context, cfg airlock.Config) (*airlock.Sandbox, error) {
+			mu.Lock()
+			got = append(got, cfg)
+			mu.Unlock()
+			return nil, errors.New("not started in this test")
+		},
+	}, ServeOptions{})
+	e := wantError(t, c.call(1, api.MethodCreate, map[string]any{"hostname": "refused"}), api.CodeInvalidParams)
+	if !strings.Contains(e.Message, "hostname refused is not for this program") {
+		t.Errorf("Configure's error: %q", e.Message)
+	}
+	e = wantError(t, c.call(2, api.MethodCreate, map[string]any{"hostname": "h"}), api.CodeInvalidParams)
+	if !strings.Contains(e.Message, "memory_mb 3") {
+		t.Errorf("the configured config is not validated: %q", e.Message)
+	}
+	wantError(t, c.call(3, api.MethodCreate, map[string]any{"hostname": "valid"}), api.CodeStartFailed)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].Env["BUILT_IN"] != "yes" || got[0].Hostname != "valid" || got[0].Resources.MemoryMB != 64 {
+		t.Errorf("Create got %+v, want the configured config once", got)
+	}
 }
