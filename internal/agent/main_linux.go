@@ -23,14 +23,16 @@ import (
 )
 
 // Main is the agent's entry point. With "zygote" as first argument it runs
-// the user-command spawner; otherwise it is PID 1 of a new sandbox and
+// the user-command spawner, with agentproto.FUSEServerArg the server of
+// the programmable mounts; otherwise it is PID 1 of a new sandbox and
 // speaks to the host on fd 3.
 func Main(args []string) {
 	lvl := slog.LevelWarn
 	if os.Getenv("AIRLOCK_AGENT_DEBUG") != "" {
 		lvl = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("component", "agent")
+	logs := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
+	log := slog.New(logs).With("component", "agent")
 	if len(args) > 1 && args[1] == agentproto.HoldArg {
 		// Holding a user namespace for the host: nothing else to do.
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -47,6 +49,9 @@ func Main(args []string) {
 	if err := closeOnExecAbove2(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
 		os.Exit(1)
+	}
+	if len(args) > 1 && args[1] == agentproto.FUSEServerArg {
+		os.Exit(fuseServerMain(args[2:], slog.New(logs).With("component", "fuse-server")))
 	}
 	if len(args) > 1 && args[1] == "zygote" {
 		var cfg ZygoteConfig
@@ -163,10 +168,10 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		vfs.closeDevices()
 		return Prepared{}, err
 	}
-	if len(b.Root.VFS) > 0 {
-		// The agent serves the mounts' FUSE requests too: many at once,
-		// which one P would serialise.
-		runtime.GOMAXPROCS(2)
+	// The mounts' server starts meanwhile, in the agent's PID namespace,
+	// where no user command can see it.
+	if err := vfs.startServer(); err != nil {
+		return Prepared{}, err
 	}
 	if err := limitIPC(b.IPC); err != nil {
 		return Prepared{}, err
@@ -178,6 +183,9 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	if err != nil {
 		return Prepared{}, err
 	}
+	if err := vfs.ready(); err != nil {
+		return Prepared{}, err
+	}
 	var cgfds []*os.File
 	for _, fd := range b.CgroupFDs {
 		cgfds = append(cgfds, os.NewFile(uintptr(fd), "cgroup.procs"))
@@ -186,7 +194,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		CgroupFDs:   len(cgfds),
 		NoFile:      b.Rlimits.NoFile,
 		FSize:       b.Rlimits.FSize,
-		NProc:       nprocWithAgent(b.Rlimits.NProc),
+		NProc:       nprocWithAgent(b.Rlimits.NProc, vfs.serverTasks()),
 		AS:          b.Rlimits.AS,
 		MsgQueue:    b.Rlimits.MsgQueue,
 		Seccomp:     b.Hardening.Seccomp,
@@ -207,14 +215,16 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 }
 
 // nprocWithAgent is the RLIMIT_NPROC that stands for the pids limit n
-// (when no cgroup can), plus the agent's own threads: since Linux 5.14
-// the kernel counts them with the commands', as the tasks of the
-// sandbox's root, where the cgroup limit leaves the agent out. Threads the
-// agent makes later come out of the commands' share.
-func nprocWithAgent(n uint64) uint64 {
+// (when no cgroup can), plus the agent's own threads and others, those
+// of its other processes (the FUSE server's): since Linux 5.14 the
+// kernel counts them with the commands', as the tasks of the sandbox's
+// root, where the cgroup limit leaves the agent out. Threads they make
+// later come out of the commands' share.
+func nprocWithAgent(n uint64, others int) uint64 {
 	if n == 0 {
 		return 0
 	}
+	n += uint64(max(others, 0))
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return n

@@ -16,23 +16,32 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
-	"github.com/airlock-sandbox/airlock/internal/vfsproto"
 )
 
 // vfsMounts are a sandbox's programmable mounts: FUSE devices opened
 // while the agent still sees the host (the device node is the host's),
-// mounted and served once the host opens each mount's stream.
+// mounted by the agent and handed to the FUSE server process (see
+// fuseServerMain), which serves each mount once the host opens the
+// mount's stream; the agent relays that stream to the server.
 type vfsMounts struct {
 	log       *slog.Logger
 	writeback bool
+	serial    bool
 	mu        sync.Mutex
-	devs      map[string]*os.File // by target, until attached
-	servers   []*vfsfuse.Server
+	devs      map[string]*os.File // by target, until the server has them
+	socks     map[string]*os.File // the agent's end of each mount's socket to the server, until attached
+	server    *fuseClient
 }
 
 // openVFS opens a FUSE device for each of spec's programmable mounts.
 func openVFS(spec *agentproto.RootSpec, log *slog.Logger) (*vfsMounts, error) {
-	m := &vfsMounts{log: log, devs: make(map[string]*os.File), writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1"}
+	m := &vfsMounts{
+		log:       log,
+		devs:      make(map[string]*os.File),
+		socks:     make(map[string]*os.File),
+		writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1",
+		serial:    os.Getenv("AIRLOCK_VFS_SERIAL") == "1",
+	}
 	if len(spec.VFS) == 0 {
 		return m, nil
 	}
@@ -80,6 +89,48 @@ func (m *vfsMounts) mount() error {
 	return nil
 }
 
+// startServer hands the mounted devices to a FUSE server process of
+// their own, and keeps none of them: from now on only the server holds
+// them, so that no thread of the agent waiting on a mount can keep the
+// mounts, and so the sandbox, alive once it is killed. It returns
+// without waiting for the server (see ready).
+func (m *vfsMounts) startServer() error {
+	if len(m.devs) == 0 {
+		return nil
+	}
+	targets := sortedTargets(m.devs)
+	devs := make([]*os.File, len(targets))
+	for i, t := range targets {
+		devs[i] = m.devs[t]
+	}
+	srv, socks, err := startFUSEServer(targets, devs, m.writeback, m.serial, m.log)
+	m.closeDevices()
+	if err != nil {
+		return err
+	}
+	m.server = srv
+	for i, t := range targets {
+		m.socks[t] = socks[i]
+	}
+	return nil
+}
+
+// ready waits for the FUSE server to report that it can serve.
+func (m *vfsMounts) ready() error {
+	if m.server == nil {
+		return nil
+	}
+	return m.server.ready(agentproto.SpawnerSetupTimeout)
+}
+
+// serverTasks is the number of the FUSE server's threads.
+func (m *vfsMounts) serverTasks() int {
+	if m.server == nil {
+		return 0
+	}
+	return m.server.tasks()
+}
+
 func sortedTargets(devs map[string]*os.File) []string {
 	out := make([]string, 0, len(devs))
 	for t := range devs {
@@ -89,28 +140,28 @@ func sortedTargets(devs map[string]*os.File) []string {
 	return out
 }
 
-// attach serves the programmable mount at target with conn's provider.
-// It returns once the kernel and the server agree.
-func (m *vfsMounts) attach(target string, conn net.Conn) error {
+// attach has the FUSE server serve the programmable mount at target,
+// and returns the server's socket for the mount's protocol, which the
+// caller relays to the host's stream. It returns once the kernel and
+// the server agree.
+func (m *vfsMounts) attach(target string) (net.Conn, error) {
 	m.mu.Lock()
-	dev, ok := m.devs[target]
-	delete(m.devs, target)
+	sock, ok := m.socks[target]
+	delete(m.socks, target)
 	m.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("no programmable mount %s was prepared, or it is served already", target)
+		return nil, fmt.Errorf("no programmable mount %s was prepared, or it is served already", target)
 	}
-	defer dev.Close()
-	client := vfsproto.NewClient(conn, vfsproto.ClientOptions{Logger: m.log, Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"})
-	srv, err := vfsfuse.Serve(dev, client, vfsfuse.Options{Logger: m.log.With("mount", target), Writeback: m.writeback})
+	c, err := net.FileConn(sock)
+	sock.Close()
 	if err != nil {
-		client.Close()
-		return err
+		return nil, fmt.Errorf("the FUSE server's socket of %s: %w", target, err)
 	}
-	client.OnInvalidate(srv.Invalidate)
-	m.mu.Lock()
-	m.servers = append(m.servers, srv)
-	m.mu.Unlock()
-	return nil
+	if err := m.server.serve(target); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // serveVFS answers an OpVFS stream: the mount is attached and served
@@ -119,18 +170,20 @@ func (s *server) serveVFS(c *agentproto.Conn, st net.Conn, target string) (kept 
 	if s.vfs == nil {
 		return false, c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, "this sandbox has no programmable mounts")})
 	}
-	if err := s.vfs.attach(target, st); err != nil {
+	mc, err := s.vfs.attach(target)
+	if err != nil {
 		return false, c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
 	}
 	// The host speaks the mount's protocol once it reads this, and the
 	// client sends nothing before a command uses the mount.
-	//
-	// The agent itself never waits on its own mounts beyond the file
-	// API's requests: a thread of the agent blocked on a mount that the
-	// agent serves cannot be killed once the request is read, so the
-	// agent would outlive its kill (see vfsfuse.PollOnce, which it does
-	// not call: it never has a mount's files polled).
-	return true, c.Write(agentproto.Msg{K: agentproto.KEnd})
+	if err := c.Write(agentproto.Msg{K: agentproto.KEnd}); err != nil {
+		mc.Close()
+		return false, err
+	}
+	// The agent may wait on its own mounts (the file API's requests):
+	// their server is another process, which the agent's death kills.
+	relay(st, mc)
+	return true, nil
 }
 
 // attachDirect binds the host directories of spec into the sandbox's

@@ -48,8 +48,8 @@ const (
 	// host opens one stream per mount (Request.Path names its target)
 	// once the agent is ready; the agent answers with one Msg (KEnd, or
 	// KErr when it cannot serve that mount), then the stream carries
-	// the vfsproto protocol, the agent's FUSE daemon asking and the
-	// host's provider answering.
+	// the vfsproto protocol, the sandbox's FUSE server asking (the
+	// agent relays its bytes) and the host's provider answering.
 	OpVFS Op = "vfs"
 )
 
@@ -86,6 +86,13 @@ const AwaitMapsArg = "await-maps"
 // an unprivileged caller (package owners): the host starts it through
 // AwaitMapsArg.
 const ImageWorkerArg = "image-worker"
+
+// FUSEServerArg, as the agent binary's first argument, makes it the
+// sandbox's FUSE server: a process of its own that the agent starts to
+// serve the programmable mounts, so that the process holding their FUSE
+// devices never uses the mounts itself (a process blocked on a mount it
+// serves cannot be killed). Only the agent starts it.
+const FUSEServerArg = "fuse-server"
 
 // Boot is the first frame the host sends. It tells the agent how to prepare
 // the sandbox before it accepts requests.

@@ -230,9 +230,10 @@ const pollHackName = ".go-fuse-epoll-hack"
 // Otherwise a Go program that opens a file of the mount, and whose
 // runtime adds it to epoll (every os.Open does), waits in epoll_ctl for
 // the server's answer while holding a P that the runtime cannot take
-// back: if that program is the server (the agent, or a test), a garbage
-// collection then stops it for good. go-fuse does this itself for the
-// mounts it makes, not for one whose device it is given.
+// back: if that program is the server (a test; the agent leaves its
+// mounts to a server process of their own), a garbage collection then
+// stops it for good. go-fuse does this itself for the mounts it makes,
+// not for one whose device it is given.
 func PollOnce(target string) error {
 	fd, err := unix.Open(target+"/"+pollHackName, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
