@@ -3,8 +3,10 @@ package airlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -329,4 +331,202 @@ def on_file(op, path, size):
 		t.Errorf("on_file decisions: %q", out)
 	}
 	ev.wait(t, "blocked create of locked", func(f airlock.FileEvent) bool { return f.Path == "/workspace/locked" && f.Blocked })
+}
+
+// A sandbox is closed, or its agent killed (as the OOM killer or a
+// dying supervisor would), while the agent itself waits on one of its
+// mounts: a file API read whose open the provider never answers. The
+// kernel cannot interrupt a request that its server has read, so
+// whichever process holds the mount's FUSE device must die on its own
+// for the wait to end. Close returns, and no process of the sandbox is
+// left.
+func TestVFSCloseWhileFileAPIWaitsOnMount(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, lv airlock.Isolation) {
+		for _, kill := range []bool{false, true} {
+			name := "close"
+			if kill {
+				name = "kill"
+			}
+			t.Run(name, func(t *testing.T) { closeWhileFileAPIWaits(t, lv, kill) })
+		}
+	})
+}
+
+func closeWhileFileAPIWaits(t *testing.T, lv airlock.Isolation, kill bool) {
+	ctx := testCtx(t, 90*time.Second)
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	h, err := mem.Create(ctx, "/stuck", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	sb, err := airlock.Create(ctx, airlock.Config{
+		Isolation: lv,
+		VFS: airlock.VFSConfig{
+			Providers: map[string]vfs.Provider{"/data": mem},
+			Hooks: vfs.Hooks{BeforeOpen: func(_ context.Context, p string, _ int) error {
+				if p == "/data/stuck" {
+					select {
+					case entered <- struct{}{}:
+					default:
+					}
+					<-release // never, while the sandbox lives
+				}
+				return nil
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatalf("create a %s sandbox: %v", lv, err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	agent := sb.PID()
+	conns := fuseConnections(t, agent)
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := sb.ReadFile(ctx, "/data/stuck")
+		readDone <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-readDone:
+		t.Fatalf("the read returned before its open was answered: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the file API's open never reached the provider")
+	}
+	procs := descendants(agent)
+	if kill {
+		if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- sb.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil && !kill {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		// Free what is stuck, so that the rest of the suite runs.
+		abortFUSE(t, conns)
+		t.Fatalf("Close did not return within 30 s while the agent waited on its own mount")
+	}
+	if err := <-readDone; err == nil {
+		t.Error("the read of a file whose open was never answered succeeded")
+	}
+	if !waitFor(10*time.Second, func() bool {
+		for _, p := range procs {
+			if alive(p) {
+				return false
+			}
+		}
+		return true
+	}) {
+		var left []string
+		for _, p := range procs {
+			if alive(p) {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+				left = append(left, fmt.Sprintf("%d %q", p, b))
+			}
+		}
+		t.Errorf("processes of the closed sandbox remain: %v", left)
+	}
+}
+
+// fuseConnections lists the FUSE connections (their numbers under
+// /sys/fs/fuse/connections) of the mounts that the process pid sees.
+func fuseConnections(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		i := slices.Index(f, "-")
+		if i < 0 || i+1 >= len(f) || f[i+1] != "fuse.airlock" {
+			continue
+		}
+		if _, minor, ok := strings.Cut(f[2], ":"); ok {
+			out = append(out, minor)
+		}
+	}
+	return out
+}
+
+// abortFUSE aborts the FUSE connections conns, which ends every request
+// waiting on them.
+func abortFUSE(t *testing.T, conns []string) {
+	t.Helper()
+	for _, c := range conns {
+		if err := os.WriteFile(filepath.Join("/sys/fs/fuse/connections", c, "abort"), []byte("1"), 0); err != nil {
+			t.Logf("abort FUSE connection %s: %v", c, err)
+		}
+	}
+}
+
+// The mounts' FUSE server is a process of the sandbox that no command
+// can see, signal or trace: it lives in the agent's PID namespace, above
+// the commands' own, and has no pid in theirs.
+func TestVFSServerHidden(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, lv airlock.Isolation) {
+		ctx := testCtx(t, 90*time.Second)
+		sb := newSandbox(t, airlock.Config{Isolation: lv, VFS: airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/workspace": {Type: airlock.MountMemory}}}})
+		out := mustRun(t, ctx, sb, `echo x > /workspace/f; for f in /proc/[0-9]*/cmdline; do printf '%s: ' "$f"; tr '\0' ' ' < "$f"; echo; done`)
+		if strings.Contains(out, "fuse-server") {
+			t.Errorf("a command sees the FUSE server:\n%s", out)
+		}
+		if lv != airlock.IsolationProcess {
+			return
+		}
+		// On the host: the server is the agent's child, in the agent's
+		// PID namespace (as many pids as the agent), where commands
+		// have one more.
+		var server int
+		for _, p := range descendants(sb.PID()) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.Contains(string(b), "fuse-server") {
+				server = p
+			}
+		}
+		if server == 0 {
+			t.Fatal("no FUSE server among the sandbox's processes")
+		}
+		if ppidOf(server) != sb.PID() {
+			t.Errorf("the FUSE server's parent is %d, not the agent %d", ppidOf(server), sb.PID())
+		}
+		agentNS, serverNS := nsPIDs(t, sb.PID()), nsPIDs(t, server)
+		if len(serverNS) != len(agentNS) {
+			t.Errorf("the FUSE server has pids %v, the agent %v: not in the agent's PID namespace", serverNS, agentNS)
+		}
+		inner := serverNS[len(serverNS)-1]
+		if out := mustRun(t, ctx, sb, fmt.Sprintf("tr '\\0' ' ' < /proc/%s/cmdline 2>/dev/null; true", inner)); strings.Contains(out, "fuse-server") {
+			t.Errorf("a command reaches the FUSE server at pid %s", inner)
+		}
+	})
+}
+
+// nsPIDs is the NSpid line of a host process: its pid in each PID
+// namespace it is in, outermost first.
+func nsPIDs(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			return strings.Fields(v)
+		}
+	}
+	t.Fatalf("no NSpid in /proc/%d/status", pid)
+	return nil
 }
