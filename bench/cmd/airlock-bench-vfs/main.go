@@ -29,6 +29,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
 
@@ -146,7 +148,7 @@ func main() {
 		workerBin = flag.String("worker", "", "this program built with CGO_ENABLED=0, copied into the sandboxes (default: build it)")
 		jsonPath  = flag.String("json", filepath.Join("bench", "results", "vfs.json"), "write the results as JSON to `FILE` (\"-\" for none)")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the host side of the mounts) to `DIR`/MODE-ROUND.pprof for each run")
-		perfAgent = flag.String("perf-agent", "", "record the agent (the FUSE daemon) of each run with `perf record -g` into DIR/agent-MODE-ROUND.data")
+		perfAgent = flag.String("perf-agent", "", "record the agent and its FUSE server of each run with `perf record -g` into DIR/agent-MODE-ROUND.data")
 		timeout   = flag.Duration("timeout", 30*time.Minute, "give up after this long")
 	)
 	flag.Parse()
@@ -196,7 +198,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		Settings: settings{
 			MaxWrite: vfsfuse.DefaultMaxWrite, MaxReadAhead: vfsfuse.DefaultReadAhead,
 			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries not cached",
-			AgentProcs:     "1 (internal/agent)",
+			AgentProcs:     "1, FUSE server 2 (internal/agent)",
 			MaxBackground:  "64 (internal/vfsfuse)",
 			WritebackModes: "off, except memory-writeback (AIRLOCK_VFS_WRITEBACK=1)",
 		},
@@ -353,7 +355,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		var perf *exec.Cmd
 		if label != "" && perfAgent != "" && m.Name != "tmpfs" && m.Name != "direct" {
 			os.MkdirAll(perfAgent, 0o755)
-			perf = exec.Command("perf", "record", "-q", "-g", "-p", fmt.Sprint(sb.PID()), "-o", filepath.Join(perfAgent, "agent-"+label+".data"))
+			perf = exec.Command("perf", "record", "-q", "-g", "-p", fuseDaemons(sb.PID()), "-o", filepath.Join(perfAgent, "agent-"+label+".data"))
 			perf.Stdout, perf.Stderr = os.Stderr, os.Stderr
 			if err := perf.Start(); err != nil {
 				return nil, err
@@ -637,4 +639,21 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// fuseDaemons lists, as perf's -p takes them, the sandbox's processes
+// that carry its mounts' requests: the agent, which relays them, and
+// its FUSE server, which serves them.
+func fuseDaemons(agent int) string {
+	pids := []string{strconv.Itoa(agent)}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", agent))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", agent, t.Name()))
+		for _, c := range strings.Fields(string(b)) {
+			if cmd, _ := os.ReadFile("/proc/" + c + "/cmdline"); bytes.Contains(cmd, []byte(agentproto.FUSEServerArg)) {
+				pids = append(pids, c)
+			}
+		}
+	}
+	return strings.Join(pids, ",")
 }
