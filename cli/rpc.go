@@ -20,11 +20,16 @@ func (a *app) newRPCCmd() *cobra.Command {
 		Long: `Serve airlock's JSON-RPC 2.0 API on stdin and stdout, one message per line.
 
 Requests create sandboxes and run commands and file operations in them;
-responses may come out of order and carry their request's id. When stdin
-ends, requests in flight are cancelled, the sandboxes created in the
-session are closed, and airlock exits 0. Diagnostics go to stderr; stdout
-carries only the protocol.`,
+responses may come out of order and carry their request's id. create and
+the requests that name no sandbox_id run one after another, in the order
+they were read, so that a file of requests runs as a script; requests
+that name their sandbox run at once. When stdin ends, the requests in
+flight run to their end and are answered, then the sandboxes created in
+the session are closed and airlock exits 0; a client that stops reading
+stdout, SIGTERM or Ctrl-C end it at once. Diagnostics go to stderr;
+stdout carries only the protocol.`,
 		Example: `  airlock rpc
+  airlock rpc < requests.jsonl
   airlock rpc --max-message-mb 512 --log-level warn`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -251,9 +251,11 @@ func newClient(r io.Reader, w io.Writer, opts Options) *Client {
 	}
 }
 
-// Close ends the session. For a subprocess it closes its stdin, which
-// makes the server tear all its sandboxes down, and waits for it to exit
-// (at most Options.CloseTimeout, then kills it). For a connection it
+// Close ends the session. For a subprocess it closes the session's
+// sandboxes when calls are still in flight (the server answers what is
+// in flight before it ends), then its stdin, which makes the server tear
+// all its sandboxes down, and waits for it to exit (at most
+// Options.CloseTimeout, then kills it). For a connection it
 // closes the connection; a detached sandbox keeps running. Calls still in
 // flight fail with ErrClosed, and the Events channel is closed. Close
 // reports an unclean exit of the subprocess.
@@ -263,6 +265,9 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) close() error {
+	if c.cmd != nil {
+		c.closeSandboxes()
+	}
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -552,6 +557,32 @@ func (c *Client) writeLine(ctx context.Context, line []byte) error {
 	case <-time.After(2 * time.Second):
 		return &closedError{fmt.Errorf("writing to the server: %w", err)}
 	}
+}
+
+// closeSandboxes closes every sandbox of the session when calls are in
+// flight: at the end of its input the server answers them before it
+// ends, and a command that runs on would keep it from ending. It gives
+// up after a few seconds (Close then waits, and kills the server).
+func (c *Client) closeSandboxes() {
+	c.mu.Lock()
+	busy := len(c.pending) > 0
+	c.mu.Unlock()
+	if !busy {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, sb := range info.Sandboxes {
+		wg.Go(func() {
+			_ = c.call(ctx, api.MethodClose, api.SandboxParams{SandboxID: sb.SandboxID}, nil)
+		})
+	}
+	wg.Wait()
 }
 
 // cancelExec asks the server, in the background, to kill the command

@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/airlock-sandbox/airlock/api"
 )
@@ -23,6 +25,44 @@ type job struct {
 	// budget; handlers of long requests call it once the params are
 	// decoded. It may be called more than once.
 	releaseLine func()
+	// after, for a request in the session's order (see inOrder), is
+	// closed when the one before it in that order is done; turn is
+	// closed (endTurn) when this one is.
+	after, turn chan struct{}
+	turnOnce    sync.Once
+}
+
+// endTurn lets the next request in the session's order start.
+func (j *job) endTurn() {
+	if j.turn != nil {
+		j.turnOnce.Do(func() { close(j.turn) })
+	}
+}
+
+// inOrder says whether a request takes its turn in the session's order:
+// create, and every request on a sandbox that names none (the session's
+// own, as a script piped in names it). Such requests run one after
+// another, in the order they were read, so that `airlock rpc < file`
+// does what the file says: an exec after a write_file sees the file, a
+// request after a create finds its sandbox, and a close waits for the
+// stream before it to end. Requests that name their sandbox (as the
+// SDKs' do) run at once, as do the requests on a running exec (stdin,
+// signal, resize, cancel), info and subscriptions.
+func inOrder(req *request) bool {
+	switch req.method {
+	case api.MethodCreate:
+		return true
+	case api.MethodStdin, api.MethodSignal, api.MethodResize, api.MethodCancel, api.MethodInfo,
+		api.MethodSubscribe, api.MethodUnsubscribe:
+		return false
+	}
+	var p struct {
+		SandboxID string `json:"sandbox_id"`
+	}
+	if len(req.params) > 0 && json.Unmarshal(req.params, &p) != nil {
+		return false // its handler says what is wrong with its params
+	}
+	return p.SandboxID == ""
 }
 
 // stdinJob is a decoded "stdin" request in its exec's queue.

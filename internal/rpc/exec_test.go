@@ -20,7 +20,7 @@ import (
 func TestParallelExecs(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
-	c.create("create", nil)
+	sbID := c.create("create", nil)
 	const n = 50
 	ids := make([]any, n)
 	for i := range n {
@@ -34,7 +34,8 @@ func TestParallelExecs(t *testing.T) {
 		if i == 0 {
 			cmd = "while [ ! -e /tmp/release ]; do sleep 0.01; done; echo 0"
 		}
-		c.request(ids[i], api.MethodExec, map[string]any{"command": cmd})
+		// Naming the sandbox runs them at once (without, in order).
+		c.request(ids[i], api.MethodExec, map[string]any{"command": cmd, "sandbox_id": sbID})
 	}
 	check := func(i int) {
 		t.Helper()
@@ -53,7 +54,7 @@ func TestParallelExecs(t *testing.T) {
 	for i := 1; i < n; i++ {
 		check(i)
 	}
-	c.request("release", api.MethodWriteFile, map[string]any{"path": "/tmp/release", "content": ""})
+	c.request("release", api.MethodWriteFile, map[string]any{"path": "/tmp/release", "content": "", "sandbox_id": sbID})
 	c.next("release", time.Minute)
 	check(0)
 }
@@ -156,7 +157,8 @@ func TestExecStdin(t *testing.T) {
 // waits for it.
 func readyStream(t *testing.T, c *client, id any, script string) {
 	t.Helper()
-	c.request(id, api.MethodExecStream, map[string]any{"command": script})
+	// Naming the sandbox lets the requests that follow run meanwhile.
+	c.request(id, api.MethodExecStream, map[string]any{"command": script, "sandbox_id": c.lastSandbox()})
 	m := c.next(id, time.Minute)
 	var ch api.ExecChunk
 	if err := json.Unmarshal(m["result"], &ch); err != nil || unb64(t, ch.Stdout) != "ready\n" {
@@ -214,9 +216,9 @@ func TestCancel(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
 	sbID := c.create(1, nil)
-	c.request("long", api.MethodExec, map[string]any{"command": "sleep 1000 & sleep 1001; wait"})
+	c.request("long", api.MethodExec, map[string]any{"command": "sleep 1000 & sleep 1001; wait", "sandbox_id": sbID})
 	if !waitFor(20*time.Second, func() bool {
-		return strings.Contains(unb64(t, c.exec(nil2(), map[string]any{"command": "ps -eo args"}).Stdout), "sleep 1001")
+		return strings.Contains(unb64(t, c.exec(nil2(), map[string]any{"command": "ps -eo args", "sandbox_id": sbID}).Stdout), "sleep 1001")
 	}) {
 		t.Fatal("the command did not start")
 	}
@@ -268,7 +270,7 @@ func TestBackpressureLeavesRoomForCancel(t *testing.T) {
 		readyStream(t, c, fmt.Sprintf("busy-%d", i), "echo ready; sleep 1000")
 	}
 	// A fourth exec waits for a slot; cancels are let through.
-	c.request("queued", api.MethodExec, map[string]any{"command": "echo queued"})
+	c.request("queued", api.MethodExec, map[string]any{"command": "echo queued", "sandbox_id": c.lastSandbox()})
 	for i := range 3 {
 		if m := c.call(10+i, api.MethodCancel, map[string]any{"id": fmt.Sprintf("busy-%d", i)}); string(m["result"]) != "{}" {
 			t.Fatalf("cancel %d: %v", i, m)
@@ -277,7 +279,7 @@ func TestBackpressureLeavesRoomForCancel(t *testing.T) {
 	for i := range 3 {
 		c.final(fmt.Sprintf("busy-%d", i))
 	}
-	if r := c.exec(nil2(), map[string]any{"command": "true"}); r.ExitCode != 0 {
+	if r := c.exec(nil2(), map[string]any{"command": "true", "sandbox_id": c.lastSandbox()}); r.ExitCode != 0 {
 		t.Errorf("exec after the cancels: %+v", r)
 	}
 	m := c.next("queued", time.Minute)

@@ -29,8 +29,11 @@ type client struct {
 	// end ends the session's context, as a supervisor that stops does.
 	end context.CancelFunc
 
-	mu      sync.Mutex
-	cond    *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
+	// sandbox is the last sandbox create made, which readyStream names
+	// so that its streams run at once.
+	sandbox string
 	byID    map[string][]msg
 	notes   []msg
 	order   []string // ids of responses, in arrival order
@@ -205,6 +208,13 @@ func (c *client) result(id any, method string, params any, v any) {
 }
 
 // create makes a sandbox and returns its id.
+// lastSandbox is the last sandbox create made.
+func (c *client) lastSandbox() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sandbox
+}
+
 func (c *client) create(id any, params map[string]any) string {
 	c.t.Helper()
 	if params == nil {
@@ -215,6 +225,9 @@ func (c *client) create(id any, params map[string]any) string {
 	if !strings.HasPrefix(res.SandboxID, "sb-") {
 		c.t.Fatalf("create: sandbox_id %q", res.SandboxID)
 	}
+	c.mu.Lock()
+	c.sandbox = res.SandboxID
+	c.mu.Unlock()
 	return res.SandboxID
 }
 

@@ -1,11 +1,15 @@
 package rpc
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,8 +78,10 @@ func TestManySandboxes(t *testing.T) {
 }
 
 // TestEndOfInputClosesSandboxes closes the input in the middle of an
-// exec_stream: Serve returns nil and the session's sandboxes are gone,
-// their agents included.
+// exec_stream that never ends and an exec that sleeps: the session goes
+// on while they run, as a script piped in asks, and when it is
+// cancelled (the CLI's SIGTERM) its sandboxes are gone, agents
+// included.
 func TestEndOfInputClosesSandboxes(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
@@ -84,8 +90,22 @@ func TestEndOfInputClosesSandboxes(t *testing.T) {
 	c.next("stream", time.Minute)
 	c.request("sleep", api.MethodExec, map[string]any{"sandbox_id": b, "command": "sleep 1000"})
 	sbs := []*airlock.Sandbox{c.sandboxFor(a), c.sandboxFor(b)}
-	if err := c.closeInput(60 * time.Second); err != nil {
-		t.Errorf("Serve after the end of input: %v, want nil", err)
+	c.in.Close()
+	select {
+	case err := <-c.served:
+		c.served <- err
+		t.Fatalf("Serve returned (%v) at the end of input with requests running", err)
+	case <-time.After(time.Second):
+	}
+	c.end()
+	select {
+	case err := <-c.served:
+		c.served <- err
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve after it was cancelled: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return within a minute of being cancelled")
 	}
 	for _, sb := range sbs {
 		select {
@@ -93,25 +113,91 @@ func TestEndOfInputClosesSandboxes(t *testing.T) {
 		default:
 			t.Errorf("sandbox %s still runs after the session ended", sb.ID())
 		}
-		pid := sb.PID()
-		if !waitFor(10*time.Second, func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH }) {
-			t.Errorf("agent %d of sandbox %s still exists", pid, sb.ID())
-		}
 	}
-	// The requests in flight were answered as cancelled.
-	for _, id := range []string{"stream", "sleep"} {
-		for {
-			m := c.next(id, 10*time.Second)
-			if _, ok := m["error"]; ok {
-				wantError(t, m, api.CodeCancelled)
-				break
-			}
-			var r map[string]json.RawMessage
-			_ = json.Unmarshal(m["result"], &r)
-			if string(r["done"]) == "true" {
-				t.Errorf("%s ended normally: %s", id, m["result"])
-				break
-			}
-		}
+}
+
+// TestScriptPipedIn sends a whole session at once, as `airlock rpc <
+// file` does, naming no sandbox: each request waits for the ones before
+// it (the exec sees the file written before it, the read what the exec
+// wrote), and the end of input waits for the last answers before the
+// session ends and closes its sandbox.
+func TestScriptPipedIn(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	c.request(1, api.MethodCreate, map[string]any{})
+	c.request(2, api.MethodWriteFile, map[string]any{"path": "/workspace/in.txt", "content": b64("hello\n")})
+	c.request(3, api.MethodExec, map[string]any{"command": "sleep 0.3; tr a-z A-Z < /workspace/in.txt > /workspace/out.txt; cat /workspace/out.txt"})
+	c.request(4, api.MethodReadFile, map[string]any{"path": "/workspace/out.txt"})
+	c.request(5, api.MethodExecStream, map[string]any{"command": "echo streamed"})
+	c.request(6, api.MethodExec, map[string]any{"command": "sleep 0.5; echo last"})
+	if err := c.closeInput(time.Minute); err != nil {
+		t.Fatalf("Serve at the end of input: %v", err)
+	}
+	var cr api.CreateResult
+	if err := json.Unmarshal(c.next(1, time.Second)["result"], &cr); err != nil || cr.SandboxID == "" {
+		t.Fatalf("create: %v", err)
+	}
+	if m := c.next(2, time.Second); m["error"] != nil {
+		t.Errorf("write_file: %s", m["error"])
+	}
+	var r api.ExecResult
+	if err := json.Unmarshal(c.next(3, time.Second)["result"], &r); err != nil || unb64(t, r.Stdout) != "HELLO\n" {
+		t.Errorf("exec after write_file: %q %v", r.Stdout, err)
+	}
+	var rf api.ReadFileResult
+	if err := json.Unmarshal(c.next(4, time.Second)["result"], &rf); err != nil || unb64(t, rf.Content) != "HELLO\n" {
+		t.Errorf("read_file after exec: %q %v", rf.Content, err)
+	}
+	if r := c.final(5); r.ExitCode != 0 {
+		t.Errorf("exec_stream: %+v", r)
+	}
+	if err := json.Unmarshal(c.next(6, time.Second)["result"], &r); err != nil || unb64(t, r.Stdout) != "last\n" {
+		t.Errorf("the last exec, answered after the end of input: %q %v", r.Stdout, err)
+	}
+	select {
+	case <-c.sandboxFor(cr.SandboxID).Done():
+	default:
+		t.Error("the session's sandbox still runs after the session ended")
+	}
+}
+
+// TestClientGone: at the end of input, a session whose output is a pipe
+// that nobody reads any more ends at once, cancelling what runs.
+func TestClientGone(t *testing.T) {
+	needAgent(t)
+	var made *airlock.Sandbox
+	srv := NewServer(Options{AllowCreate: true, Create: func(ctx context.Context, cfg airlock.Config) (*airlock.Sandbox, error) {
+		sb, err := airlock.Create(ctx, cfg)
+		made = sb
+		return sb, err
+	}})
+	inR, inW := io.Pipe()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outW.Close()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), inR, outW) }()
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"create","params":{}}`)
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.Contains(line, "sandbox_id") {
+		t.Fatalf("create: %q %v", line, err)
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":2,"method":"exec","params":{"command":"sleep 1000"}}`)
+	inW.Close()
+	outR.Close()
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return within 30 s of its client going")
+	}
+	if made == nil {
+		t.Fatal("no sandbox was made")
+	}
+	select {
+	case <-made.Done():
+	default:
+		t.Error("the sandbox still runs after its client went")
 	}
 }

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
@@ -39,7 +42,11 @@ func NewServer(opts Options) *Server {
 }
 
 // Serve runs one session on r and w until r ends or ctx is done.
-// Sandboxes created in the session are closed when it ends. The shared
+// At the end of r, the requests still in flight run to their end and
+// are answered first, unless w is a file (a pipe, a terminal) whose
+// reader has gone, or the session serves shared sandboxes only (a
+// control connection), which ends at once. Sandboxes created in the session are closed when it
+// ends. The shared
 // sandboxes are available to the session (sandbox_id may be omitted when
 // there is only one) and stay up when it ends; "close" on one stops it.
 //
@@ -73,8 +80,11 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	out    *lineWriter
-	events *eventQueue
-	unsub  func()
+	// outFile is the output, when it is a file: a pipe whose reader
+	// has gone says so without being written to.
+	outFile *os.File
+	events  *eventQueue
+	unsub   func()
 
 	// work bounds the requests in flight; reserve lets control requests
 	// through when work is exhausted. lineBytes bounds the bytes of
@@ -84,10 +94,13 @@ type session struct {
 	// pending holds requests waiting for a slot, in order.
 	pending chan *job
 
-	mu     sync.Mutex
-	sbs    sandboxes
-	ops    map[string]*opEntry // running execs and attaches, by idKey
-	ending bool
+	mu sync.Mutex
+	// lastTurn is the turn of the last request read that is in the
+	// session's order (see inOrder); only the reader touches it.
+	lastTurn chan struct{}
+	sbs      sandboxes
+	ops      map[string]*opEntry // running execs and attaches, by idKey
+	ending   bool
 	// lastClosed is set once a "close" closed the last sandbox the
 	// session created, under Options.EndWithLastSandbox.
 	lastClosed atomic.Bool
@@ -112,6 +125,9 @@ func newSession(parent context.Context, opts *Options, w io.Writer, so ServeOpti
 		ops:       map[string]*opEntry{},
 	}
 	ss.out = &lineWriter{w: w, onFail: func(err error) { cancel(err) }}
+	if f, ok := w.(*os.File); ok {
+		ss.outFile = f
+	}
 	ss.events = newEventQueue(ss.out, ss.log)
 	for _, sb := range so.Shared {
 		ss.sbs.add(&sandboxEntry{sb: sb})
@@ -143,6 +159,12 @@ func (ss *session) run(r io.Reader) error {
 	var err error
 	select {
 	case err = <-readDone:
+		// A session of its own sandboxes (airlock rpc) does what its
+		// input asked; a control connection of a detached sandbox ends
+		// with its client, which may have gone without a word.
+		if err == nil && len(ss.so.Shared) == 0 && !ss.finishInFlight() {
+			err = context.Cause(ss.ctx)
+		}
 	case <-ss.ctx.Done():
 		err = context.Cause(ss.ctx)
 	}
@@ -157,6 +179,69 @@ func (ss *session) run(r io.Reader) error {
 		ss.log.Debug("session ended: end of input")
 	}
 	return err
+}
+
+// finishInFlight waits, once the input has ended, for the requests in
+// flight to end and be answered, as a script piped in expects of its
+// last requests. It stops waiting when the session is cancelled or when
+// the output is a file whose reader has gone (a client that died).
+//
+// It reports false when the session was cancelled meanwhile.
+func (ss *session) finishInFlight() bool {
+	done := make(chan struct{})
+	go func() {
+		ss.handlers.Wait()
+		close(done)
+	}()
+	var gone <-chan struct{}
+	if ss.outFile != nil {
+		gone = readerGone(ss.outFile, done)
+	}
+	select {
+	case <-done:
+	case <-ss.ctx.Done():
+		return false
+	case <-gone:
+		ss.log.Info("the client stopped reading: the requests still running are cancelled")
+	}
+	return true
+}
+
+// readerGone returns a channel closed when f, the write end of a pipe or
+// a terminal, reports that nobody reads it any more (POLLERR, POLLHUP);
+// it stops looking once stop is closed.
+func readerGone(f *os.File, stop <-chan struct{}) <-chan struct{} {
+	gone := make(chan struct{})
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return gone
+	}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var revents int16
+			var perr error
+			if err := rc.Control(func(fd uintptr) {
+				fds := []unix.PollFd{{Fd: int32(fd)}}
+				_, perr = unix.Poll(fds, 200)
+				revents = fds[0].Revents
+			}); err != nil {
+				return
+			}
+			if perr != nil && !errors.Is(perr, unix.EINTR) {
+				return
+			}
+			if revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
 }
 
 // readLoop reads and dispatches lines until the input ends (nil) or
@@ -216,8 +301,13 @@ func (ss *session) accept(line []byte) error {
 	j := &job{req: req, spec: spec}
 	j.releaseLine = func() { once.Do(func() { ss.lineBytes.release(req.size) }) }
 	ss.prepare(j)
+	if inOrder(req) {
+		j.after, j.turn = ss.lastTurn, make(chan struct{})
+		ss.lastTurn = j.turn
+	}
 	ss.mu.Lock()
 	if ss.ending {
+		j.endTurn()
 		ss.mu.Unlock()
 		j.releaseLine()
 		return context.Cause(ss.ctx)
@@ -265,6 +355,7 @@ func (ss *session) dispatch() {
 func (ss *session) handle(j *job, slots *budget) {
 	defer ss.handlers.Done()
 	defer j.releaseLine()
+	defer j.endTurn()
 	if slots != nil {
 		defer slots.release(1)
 	} else if j.early == nil {
@@ -284,6 +375,14 @@ func (ss *session) handle(j *job, slots *budget) {
 		if j.early != nil {
 			err = j.early
 			return
+		}
+		if j.after != nil {
+			select {
+			case <-j.after:
+			case <-ss.ctx.Done():
+				err = commonError(ss.ctx, nil, context.Canceled)
+				return
+			}
 		}
 		start := time.Now()
 		res, err = j.spec.fn(ss, ss.ctx, j)

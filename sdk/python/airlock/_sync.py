@@ -250,6 +250,7 @@ class Client:
     def close(self, timeout: float = 30.0) -> Optional[int]:
         """Ends the session: the server tears down every sandbox it created and
         exits. Waits up to ``timeout`` seconds, then kills it. Returns its exit status."""
+        self._close_sandboxes()
         _close_pipe(self._proc)
         try:
             rc = self._proc.wait(timeout)
@@ -263,6 +264,23 @@ class Client:
                 stream.close()
         self._finalizer.detach()
         return rc
+
+    def _close_sandboxes(self) -> None:
+        """With requests in flight, closes every sandbox of the session first:
+        at the end of its input the server answers what is in flight before it
+        ends, and a command that runs on would keep it from ending."""
+        with self._lock:
+            busy = bool(self._pending) and self._closed is None
+        if not busy:
+            return
+        try:
+            info = self._send("info", {})[1].result(5) or {}
+            calls = [self._send("close", {"sandbox_id": s.get("sandbox_id")})[1]
+                     for s in info.get("sandboxes") or []]
+            for call in calls:
+                call.result(5)
+        except (AirlockError, TimeoutError):
+            pass  # the server is gone or stuck: close() kills it
 
     def wait(self, timeout: Optional[float] = None) -> int:
         """Waits for the server process to exit; returns its status."""

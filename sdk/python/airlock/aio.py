@@ -215,6 +215,7 @@ class Client:
     async def close(self, timeout: float = 30.0) -> Optional[int]:
         """Ends the session (every sandbox it created is torn down) and waits
         up to ``timeout`` seconds for the process to exit, then kills it."""
+        await self._close_sandboxes()
         try:
             if self._proc.stdin is not None and not self._proc.stdin.is_closing():
                 self._proc.stdin.close()
@@ -227,6 +228,19 @@ class Client:
             rc = await self._proc.wait()
         await asyncio.gather(self._reader, self._err_task, return_exceptions=True)
         return rc
+
+    async def _close_sandboxes(self) -> None:
+        """With requests in flight, closes every sandbox of the session first
+        (see the sync client)."""
+        if not self._pending or self._closed is not None:
+            return
+        try:
+            info = await asyncio.wait_for(self._call("info", {}), 5) or {}
+            await asyncio.wait_for(asyncio.gather(*[
+                self._call("close", {"sandbox_id": s.get("sandbox_id")})
+                for s in info.get("sandboxes") or []]), 5)
+        except (AirlockError, asyncio.TimeoutError):
+            pass  # the server is gone or stuck: close() kills it
 
     async def wait(self) -> int:
         return await self._proc.wait()

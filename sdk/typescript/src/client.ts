@@ -490,15 +490,18 @@ export class Client {
   }
 
   /**
-   * Ends the session: closes the server's stdin, which tears all its
-   * sandboxes down, and waits for it to exit (killing it after
-   * closeTimeoutMs). Calls still in flight fail with ClosedError.
+   * Ends the session: closes the session's sandboxes when calls are still
+   * in flight (the server answers what is in flight before it ends), then
+   * the server's stdin, which tears all its sandboxes down, and waits for
+   * it to exit (killing it after closeTimeoutMs). Calls still in flight
+   * fail with ClosedError.
    */
   close(): Promise<void> {
     if (!this.closing) {
       this.closing = (async () => {
         this.holds++;
         this.setHeld();
+        await this.closeSandboxes();
         this.stdin.end();
         const t = setTimeout(() => this.proc.kill('SIGKILL'), this.closeTimeoutMs);
         await this.exited;
@@ -506,6 +509,23 @@ export class Client {
       })();
     }
     return this.closing;
+  }
+
+  /**
+   * With calls in flight, closes every sandbox of the session: at the end
+   * of its input the server answers what is in flight before it ends, and
+   * a command that runs on would keep it from ending.
+   */
+  private async closeSandboxes(): Promise<void> {
+    if (this.pending.size === 0 || this.closedErr !== undefined) return;
+    const signal = AbortSignal.timeout(5000);
+    try {
+      const info = await this.call('info', {}, { signal });
+      const sbs: { sandbox_id: string }[] = info.result?.sandboxes ?? [];
+      await Promise.all(sbs.map((s) => this.call('close', { sandbox_id: s.sandbox_id }, { signal }).catch(() => {})));
+    } catch {
+      // The server is gone or stuck: close() kills it.
+    }
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
