@@ -27,6 +27,7 @@ type execFlags struct {
 	tty         bool
 	asJSON      bool
 	env         []string
+	envFiles    []string
 	workdir     string
 	user        string
 	timeout     time.Duration
@@ -61,6 +62,7 @@ those of airlock run.`,
 	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file, a KEY=VALUE (or KEY) per line, # for comments, as docker reads it; -e wins; repeatable")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
 	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
 	durationVar(fl, &f.timeout, "timeout", 0, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
@@ -92,6 +94,14 @@ func (a *app) runningSandbox(ctx context.Context, prefix string) (*client.Client
 }
 
 func (a *app) runExec(ctx context.Context, f *execFlags, prefix string, args []string) error {
+	if err := checkTTY(f.tty, f.interactive); err != nil {
+		return err
+	}
+	fromFiles, err := readEnvFiles(f.envFiles)
+	if err != nil {
+		return err
+	}
+	f.env = append(fromFiles, f.env...)
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
 	}

@@ -42,8 +42,10 @@ func noteOwners() {
 func (a *app) newImageCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
-		Use:   "image",
-		Short: "Manage the images sandboxes run: build variants, pull OCI images, list, remove",
+		Use: "image",
+		// What a docker user may type first.
+		SuggestFor: []string{"images", "pull", "rmi", "build"},
+		Short:      "Manage the images sandboxes run: build variants, pull OCI images, list, remove",
 		Long: `Manage the image cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
 
 A sandbox runs the host's /usr, /bin and /lib read-only unless --image names

@@ -168,6 +168,19 @@ func TestDetachedLifecycle(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.must(nil, "get", id)), &got); err != nil || got.ID != id || got.Status != "running" || len(got.Config) == 0 {
 		t.Errorf("get: %+v, %v", got, err)
 	}
+	// As docker names things: inspect with --format, and the hex part
+	// of the id alone.
+	if out := h.must(nil, "inspect", "--format", "{{.status}} {{.kind}} {{.id}}", strings.TrimPrefix(id, "sb-")[:6]); out != "running detached "+id+"\n" {
+		t.Errorf("inspect --format: %q", out)
+	}
+	if r := h.run(nil, "inspect", "--format", "{{.status", id); r.code == 0 || !strings.Contains(r.stderr, "--format") {
+		t.Errorf("a bad --format: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for typed, want := range map[string]string{"lsit": "list", "exce": "exec", "stop": "kill", "images": "image"} {
+		if r := h.run(nil, typed, id); r.code == 0 || !strings.Contains(r.stderr, "Did you mean this?") || !strings.Contains(r.stderr, want) {
+			t.Errorf("airlock %s: exit %d, stderr %q, want %s suggested", typed, r.code, r.stderr, want)
+		}
+	}
 
 	// exec -it gets a real terminal of the caller's size.
 	tty := h.cmd(context.Background(), nil, "exec", "-it", id, "sh", "-c", "tty; stty size")

@@ -28,6 +28,7 @@ type runFlags struct {
 	maxFile     string
 	maxOutput   string
 	env         []string
+	envFiles    []string
 	workdir     string
 	user        string
 	rootfs      string
@@ -97,6 +98,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file, a KEY=VALUE (or KEY) per line, # for comments, as docker reads it; -e wins; repeatable")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
 	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
@@ -149,7 +151,11 @@ func (f *runFlags) config() (airlock.Config, error) {
 		// commandMargin, added where it is created (withCommandMargin).
 		c.Resources.TimeoutSeconds = int64((f.timeout + time.Second - 1) / time.Second)
 	}
-	for _, kv := range f.env {
+	fromFiles, err := readEnvFiles(f.envFiles)
+	if err != nil {
+		return c, err
+	}
+	for _, kv := range append(fromFiles, f.env...) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			v, ok = os.LookupEnv(k)
@@ -229,6 +235,9 @@ func parseMiB(s, flag string) (int64, error) {
 }
 
 func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
+	if err := checkTTY(f.tty, f.interactive); err != nil {
+		return err
+	}
 	asked, err := f.config()
 	if err != nil {
 		return err

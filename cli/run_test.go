@@ -376,3 +376,43 @@ func TestOneBinary(t *testing.T) {
 		t.Errorf("airlock alone: %v: %q", err, out)
 	}
 }
+
+// TestRunDockerHabits: -it without a terminal on stdin is refused at
+// once, as docker refuses it; --env-file reads docker's format, and -e
+// wins over it.
+func TestRunDockerHabits(t *testing.T) {
+	t.Parallel()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	for _, cmd := range [][]string{{"run", "-it", "--", "true"}, {"exec", "-it", "sb-000000000000", "--", "true"}} {
+		start := time.Now()
+		r := runCLI(t, devNull, cmd...)
+		if r.code == 0 || !strings.Contains(r.stderr, "the input device is not a TTY") {
+			t.Errorf("airlock %q with stdin from /dev/null: exit %d, stderr %q", cmd, r.code, r.stderr)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("airlock %q took %s to refuse", cmd, d)
+		}
+	}
+	env := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(env, []byte("# a comment\n\nA=one two\nB=from-file\n  C=3=three\nHOME_COPY\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cliBin, "run", "--env-file", env, "-e", "B=from-flag", "--", "sh", "-c", `echo "$A|$B|$C|$HOME_COPY"`)
+	cmd.Env = append(os.Environ(), "HOME_COPY=copied")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "one two|from-flag|3=three|copied\n" {
+		t.Errorf("--env-file: %q %v", out, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("NOT A VAR=1\n"), 0o644)
+	if r := runCLI(t, nil, "run", "--env-file", bad, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "line 1") {
+		t.Errorf("a bad --env-file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "run", "--env-file", "/nonexistent/env", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "--env-file") {
+		t.Errorf("a missing --env-file: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"text/template"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -134,11 +137,29 @@ func commandText(r state.Record) string {
 }
 
 func (a *app) newGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get ID",
-		Short: "Print everything recorded about a sandbox, as JSON",
-		Args:  cobra.ExactArgs(1),
+	var format string
+	cmd := &cobra.Command{
+		Use:     "get ID",
+		Aliases: []string{"inspect"},
+		Short:   "Print everything recorded about a sandbox, as JSON (alias: inspect)",
+		Long: `Print everything recorded about a sandbox, as JSON. The sandbox is named
+by its id, any unique prefix of it, with or without its "sb-".
+
+--format prints a Go template of the record instead, as docker inspect
+does; its fields are the JSON's keys: {{.status}}, {{.supervisor.pid}},
+{{json .config}}.`,
+		Example: `  ` + a.name + ` get 4a1f
+  ` + a.name + ` inspect --format '{{.status}} {{.exit_code}}' 4a1f`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var tmpl *template.Template
+			if format != "" {
+				t, err := template.New("format").Funcs(template.FuncMap{"json": templateJSON}).Parse(format)
+				if err != nil {
+					return fmt.Errorf("--format: %w", err)
+				}
+				tmpl = t.Option("missingkey=zero")
+			}
 			store, id, err := resolveSandbox(args[0])
 			if err != nil {
 				return err
@@ -148,9 +169,33 @@ func (a *app) newGetCmd() *cobra.Command {
 				return err
 			}
 			a.warnDamaged(r)
-			return writeJSON(r)
+			if tmpl == nil {
+				return writeJSON(r)
+			}
+			var fields map[string]any
+			b, err := json.Marshal(r)
+			if err == nil {
+				err = json.Unmarshal(b, &fields)
+			}
+			if err != nil {
+				return err
+			}
+			var out bytes.Buffer
+			if err := tmpl.Execute(&out, fields); err != nil {
+				return fmt.Errorf("--format: %w", err)
+			}
+			_, err = fmt.Println(termText(out.String()))
+			return err
 		},
 	}
+	cmd.Flags().StringVarP(&format, "format", "f", "", "print this Go template of the record instead of JSON (fields are the JSON's keys: {{.status}})")
+	return cmd
+}
+
+// templateJSON is --format's json function: its argument as JSON.
+func templateJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // killWait is how long kill waits for a supervisor to stop its sandbox
@@ -160,8 +205,10 @@ const killWait = 10 * time.Second
 func (a *app) newKillCmd() *cobra.Command {
 	var all, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "kill ID... | --all",
-		Short: "Stop running sandboxes",
+		Use: "kill ID... | --all",
+		// What a docker user may type first.
+		SuggestFor: []string{"stop"},
+		Short:      "Stop running sandboxes",
 		Long: `Stop running sandboxes: every process in them is killed and they are
 torn down. A detached sandbox's supervisor is asked to stop; if it does
 not within 10 seconds it is killed and what it left is removed. A sandbox

@@ -362,9 +362,12 @@ func (s *Store) List() ([]Record, error) {
 	return recs, nil
 }
 
+// idPrefix begins every sandbox id airlock makes.
+const idPrefix = "sb-"
+
 // Resolve turns what a user typed into a sandbox id: an exact id wins,
-// otherwise a prefix of exactly one id. It fails with ErrNotFound or
-// ErrAmbiguous, with a message for the user.
+// otherwise a prefix of exactly one id, with or without its "sb-". It
+// fails with ErrNotFound or ErrAmbiguous, with a message for the user.
 func (s *Store) Resolve(prefix string) (string, error) {
 	if ValidateID(prefix) != nil {
 		return "", notFound(prefix)
@@ -378,12 +381,18 @@ func (s *Store) Resolve(prefix string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find sandbox %q: %w", prefix, err)
 	}
+	// As docker takes any unique prefix of a container's id, the hex
+	// part alone names a sandbox too: "4a1f" is "sb-4a1f...".
+	long := prefix
+	if !strings.HasPrefix(prefix, idPrefix) {
+		long = idPrefix + prefix
+	}
 	var matches []string
 	for _, e := range entries {
 		switch name := e.Name(); {
-		case name == prefix:
+		case name == prefix, name == long:
 			return name, nil
-		case strings.HasPrefix(name, prefix):
+		case strings.HasPrefix(name, prefix), strings.HasPrefix(name, long):
 			matches = append(matches, name)
 		}
 	}

@@ -405,6 +405,10 @@ func TestResolve(t *testing.T) {
 		"sb-abd":    "sb-abd456",
 		"sb-x":      "sb-x", // exact wins over the prefix of sb-x2
 		"sb-x2":     "sb-x2",
+		// The hex part alone, as docker takes an id's prefix.
+		"abc":    "sb-abc123",
+		"abd456": "sb-abd456",
+		"x":      "sb-x",
 	} {
 		if got, err := s.Resolve(prefix); err != nil || got != want {
 			t.Errorf("Resolve(%q) = %q, %v; want %q", prefix, got, err, want)
@@ -419,7 +423,10 @@ func TestResolve(t *testing.T) {
 	if !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), "(sb-y1, sb-y2, sb-y3, sb-y4, sb-y5, ...)") {
 		t.Errorf("Resolve(sb-y): %v", err)
 	}
-	for _, prefix := range []string{"nope", "", "../", "sb-abc1234", ".new"} {
+	if _, err := s.Resolve("ab"); !errors.Is(err, ErrAmbiguous) {
+		t.Errorf("Resolve(ab): %v, want ErrAmbiguous", err)
+	}
+	for _, prefix := range []string{"nope", "", "../", "sb-abc1234", ".new", "abc1234"} {
 		_, err := s.Resolve(prefix)
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("Resolve(%q): %v, want ErrNotFound", prefix, err)
