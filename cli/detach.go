@@ -29,6 +29,8 @@ import (
 // process it starts, on descriptor 3.
 type supervisorSpec struct {
 	ID string `json:"id"`
+	// Name is --name: the supervisor's record claims it.
+	Name string `json:"name,omitempty"`
 	// Config is what was asked at run time, without the program's
 	// built-in configuration, which the supervisor has as its own.
 	Config  airlock.Config `json:"config"`
@@ -56,7 +58,7 @@ const maxSpecBytes = 4 << 20
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
 func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config, args []string) error {
-	spec := supervisorSpec{ID: airlock.NewID(), Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
+	spec := supervisorSpec{ID: airlock.NewID(), Name: f.name, Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -210,6 +212,7 @@ func (a *app) supervise(ctx context.Context) error {
 	var main *lifecycle.MainCommand
 	opts := lifecycle.Options{
 		Store:   store,
+		Name:    spec.Name,
 		Kind:    state.KindDetached,
 		Command: spec.Command,
 		Server:  rpc.NewServer(rpc.Options{Version: a.version, Logger: log}),

@@ -145,6 +145,39 @@ func processesOf(id string) []int {
 	return pids
 }
 
+// TestDetachedNames: --name names a detached sandbox wherever its id is
+// taken, once: a second sandbox cannot have it until the first's record
+// is removed.
+func TestDetachedNames(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
+	if out := h.must(nil, "exec", "web", "--", "echo", "hi"); out != "hi\n" {
+		t.Errorf("exec web: %q", out)
+	}
+	if out := h.must(nil, "inspect", "--format", "{{.id}} {{.name}}", "web"); out != id+" web\n" {
+		t.Errorf("inspect web: %q", out)
+	}
+	if table := h.must(nil, "list"); !strings.Contains(table, "NAME") || !strings.Contains(table, "web") {
+		t.Errorf("list:\n%s", table)
+	}
+	if r := h.run(nil, "run", "-d", "--name", "web", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "taken") {
+		t.Errorf("a second sandbox named web: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, bad := range [][]string{{"run", "--name", "fg", "--", "true"}, {"run", "-d", "--name", "-bad", "--", "true"}} {
+		if r := h.run(nil, bad...); r.code == 0 || !strings.Contains(r.stderr, "--name") {
+			t.Errorf("airlock %q: exit %d, stderr %q", bad, r.code, r.stderr)
+		}
+	}
+	h.must(nil, "kill", "web")
+	h.must(nil, "rm", "web")
+	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
+	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {
+		t.Errorf("after rm, web is %q, want the new sandbox %s", h.must(nil, "inspect", "--format", "{{.id}}", "web"), id2)
+	}
+	h.must(nil, "kill", "web")
+}
+
 func TestDetachedLifecycle(t *testing.T) {
 	t.Parallel()
 	h := newCLIHome(t)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
 type runFlags struct {
@@ -29,6 +30,7 @@ type runFlags struct {
 	maxOutput   string
 	env         []string
 	envFiles    []string
+	name        string
 	workdir     string
 	user        string
 	rootfs      string
@@ -98,6 +100,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
+	fl.StringVar(&f.name, "name", "", "with --detach: a name for the sandbox, usable wherever its id is, unique while its record is kept")
 	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file, a KEY=VALUE (or KEY) per line, # for comments, as docker reads it; -e wins; repeatable")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
 	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
@@ -237,6 +240,19 @@ func parseMiB(s, flag string) (int64, error) {
 func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 	if err := checkTTY(f.tty, f.interactive); err != nil {
 		return err
+	}
+	if f.name != "" {
+		if !f.detach {
+			return fmt.Errorf("--name needs --detach: a sandbox run in the foreground leaves no record to name")
+		}
+		if err := state.ValidateName(f.name); err != nil {
+			return fmt.Errorf("--name: %w", err)
+		}
+		if store, id, err := resolveSandbox(f.name); err == nil {
+			if rec, err := store.Get(id); err == nil && rec.Name == f.name {
+				return fmt.Errorf("the name %q is taken by sandbox %s: remove it (`%s rm %s`) or choose another name", f.name, id, a.name, f.name)
+			}
+		}
 	}
 	asked, err := f.config()
 	if err != nil {

@@ -74,7 +74,7 @@ func (a *app) newListCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND")
+			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND\tNAME")
 			now := time.Now()
 			for _, r := range recs {
 				pid := "-"
@@ -85,7 +85,7 @@ func (a *app) newListCmd() *cobra.Command {
 				if where == "/" {
 					where = "-" // not known: the record is damaged
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r), termText(r.Name))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -41,6 +41,9 @@ type Options struct {
 	Events rpc.EventSource
 	// Logger receives diagnostics.
 	Logger *slog.Logger
+	// Name is the sandbox's name (run --name), if it has one: Begin
+	// fails when another sandbox's record has it.
+	Name string
 }
 
 // Supervision is a sandbox recorded as running under this process.
@@ -75,6 +78,7 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 	cfg := sb.Config()
 	rec := state.Record{
 		ID:         sb.ID(),
+		Name:       o.Name,
 		Status:     state.StatusRunning,
 		Isolation:  string(cfg.Isolation),
 		Image:      imageName(cfg),

@@ -58,6 +58,9 @@ var (
 type Record struct {
 	// ID names the sandbox and its folder; see ValidateID.
 	ID string `json:"id"`
+	// Name is a name the user gave it (run --name), unique in the
+	// store as long as the record is kept; see ValidateName.
+	Name string `json:"name,omitempty"`
 	// Status is StatusRunning, StatusStopped or StatusCrashed.
 	Status    string `json:"status"`
 	Isolation string `json:"isolation,omitempty"`
@@ -115,6 +118,27 @@ func ValidateID(id string) error {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
 		default:
 			return fmt.Errorf("invalid sandbox id %q: only letters, digits, '-' and '_' are allowed", id)
+		}
+	}
+	return nil
+}
+
+// maxNameLen bounds a sandbox's name.
+const maxNameLen = 128
+
+// ValidateName checks a sandbox's name as docker checks a container's:
+// a letter or digit, then letters, digits, '_', '.' and '-'.
+func ValidateName(name string) error {
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("invalid sandbox name %.20q: it must be 1 to %d characters", name, maxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return fmt.Errorf("invalid sandbox name %q: a letter or digit, then letters, digits, '_', '.' or '-'", name)
 		}
 	}
 	return nil

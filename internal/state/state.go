@@ -161,6 +161,17 @@ func (s *Store) Register(rec Record) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
 	}
+	if rec.Name != "" {
+		if err := claimName(root, rec.Name, rec.ID); err != nil {
+			return err
+		}
+	}
+	registered := false
+	defer func() {
+		if !registered && rec.Name != "" {
+			releaseName(root, rec.Name, rec.ID)
+		}
+	}()
 
 	staging := ".new-" + rec.ID + "-" + randomSuffix()
 	if err := mkdirPrivate(root, staging); err != nil {
@@ -179,7 +190,69 @@ func (s *Store) Register(rec Record) error {
 		}
 		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
 	}
+	registered = true
 	return nil
+}
+
+// nameLink is the entry that claims a name: a symbolic link "@NAME" to
+// the sandbox's id, made with symlink(2), which fails when the name is
+// taken, so that two sandboxes never get one name. '@' is never in an
+// id, so List and Resolve's walk of ids never see it.
+func nameLink(name string) string { return "@" + name }
+
+// claimName gives name to sandbox id. A name whose sandbox's folder is
+// gone (removed by hand, or by a crash between the two steps) is taken
+// over.
+func claimName(root *os.Root, name, id string) error {
+	if err := ValidateName(name); err != nil {
+		return fmt.Errorf("register sandbox %s: %w", id, err)
+	}
+	for range 2 {
+		err := root.Symlink(id, nameLink(name))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("register sandbox %s: name it %q: %w", id, name, err)
+		}
+		owner, rerr := root.Readlink(nameLink(name))
+		if rerr != nil {
+			return fmt.Errorf("register sandbox %s: name it %q: %w", id, name, rerr)
+		}
+		if _, lerr := root.Lstat(owner); lerr == nil || ValidateID(owner) != nil {
+			return errorf(ErrExists, "the name %q is taken by sandbox %s: remove it (`airlock rm %s`) or choose another name", name, owner, name)
+		}
+		// Its sandbox is gone: take it over.
+		if err := root.Remove(nameLink(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("register sandbox %s: name it %q: %w", id, name, err)
+		}
+	}
+	return errorf(ErrExists, "the name %q is being taken by another sandbox: choose another name", name)
+}
+
+// releaseName removes the claim of sandbox id on name, if it is id's.
+func releaseName(root *os.Root, name, id string) {
+	if ValidateName(name) != nil {
+		return
+	}
+	if owner, err := root.Readlink(nameLink(name)); err == nil && owner == id {
+		_ = root.Remove(nameLink(name))
+	}
+}
+
+// byName is the id of the sandbox called name, if there is one.
+func byName(root *os.Root, name string) (string, bool) {
+	if ValidateName(name) != nil {
+		return "", false
+	}
+	id, err := root.Readlink(nameLink(name))
+	if err != nil || ValidateID(id) != nil {
+		return "", false
+	}
+	if fi, err := root.Lstat(id); err != nil || !fi.IsDir() {
+		return "", false
+	}
+	return id, true
 }
 
 // populate fills a new sandbox folder: logs/, lock, config.json (the
@@ -365,11 +438,12 @@ func (s *Store) List() ([]Record, error) {
 // idPrefix begins every sandbox id airlock makes.
 const idPrefix = "sb-"
 
-// Resolve turns what a user typed into a sandbox id: an exact id wins,
-// otherwise a prefix of exactly one id, with or without its "sb-". It
-// fails with ErrNotFound or ErrAmbiguous, with a message for the user.
+// Resolve turns what a user typed into a sandbox id: a sandbox's name
+// or its exact id wins, otherwise a prefix of exactly one id, with or
+// without its "sb-". It fails with ErrNotFound or ErrAmbiguous, with a
+// message for the user.
 func (s *Store) Resolve(prefix string) (string, error) {
-	if ValidateID(prefix) != nil {
+	if ValidateID(prefix) != nil && ValidateName(prefix) != nil {
 		return "", notFound(prefix)
 	}
 	root, err := s.openRoot()
@@ -377,6 +451,12 @@ func (s *Store) Resolve(prefix string) (string, error) {
 		return "", fmt.Errorf("find sandbox %q: %w", prefix, err)
 	}
 	defer root.Close()
+	if id, ok := byName(root, prefix); ok {
+		return id, nil
+	}
+	if ValidateID(prefix) != nil {
+		return "", notFound(prefix)
+	}
 	entries, err := readDir(root)
 	if err != nil {
 		return "", fmt.Errorf("find sandbox %q: %w", prefix, err)
@@ -458,6 +538,9 @@ func (s *Store) Remove(id string) error {
 		sub.Close()
 		rerr := root.RemoveAll(id)
 		unlock()
+		if rec.Name != "" {
+			releaseName(root, rec.Name, id)
+		}
 		if rerr != nil {
 			return fmt.Errorf("remove sandbox %s: %w", id, errors.Join(err, rerr))
 		}
@@ -465,6 +548,9 @@ func (s *Store) Remove(id string) error {
 	}
 	unlock()
 	sub.Close()
+	if rec.Name != "" {
+		releaseName(root, rec.Name, id)
+	}
 	if err := root.RemoveAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -690,5 +691,72 @@ func TestRegisterWritesRedactedConfig(t *testing.T) {
 	}
 	if strings.Contains(string(got.Config), "sk-real") {
 		t.Errorf("state.json config = %s", got.Config)
+	}
+}
+
+// TestNames: a name, given once, names its sandbox wherever an id does;
+// another sandbox cannot take it, even at the same time, until the
+// record is removed; a name whose folder is gone is taken over; bad
+// names are refused.
+func TestNames(t *testing.T) {
+	s, dir := newStore(t)
+	mustRegister(t, s, Record{ID: "sb-aaa111", Name: "web", Status: StatusStopped})
+	if id, err := s.Resolve("web"); err != nil || id != "sb-aaa111" {
+		t.Errorf("Resolve(web) = %q, %v", id, err)
+	}
+	if r, err := s.Get("sb-aaa111"); err != nil || r.Name != "web" {
+		t.Errorf("Get: %+v %v", r, err)
+	}
+	if err := s.Register(Record{ID: "sb-bbb222", Name: "web", Status: StatusStopped}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "sb-aaa111") {
+		t.Errorf("a second sandbox named web: %v", err)
+	}
+	if _, err := s.Get("sb-bbb222"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused sandbox was recorded: %v", err)
+	}
+	// Many at once: one wins.
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for i := range 8 {
+		wg.Go(func() {
+			if s.Register(Record{ID: fmt.Sprintf("sb-race%d", i), Name: "raced", Status: StatusStopped}) == nil {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Errorf("%d sandboxes got the name raced, want 1", won.Load())
+	}
+	// Removed, the name is free again.
+	if err := s.Remove("sb-aaa111"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resolve("web"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Resolve(web) after removal: %v", err)
+	}
+	mustRegister(t, s, Record{ID: "sb-ccc333", Name: "web", Status: StatusStopped})
+	// A name whose sandbox's folder went by hand is taken over.
+	if err := os.RemoveAll(filepath.Join(dir, "sb-ccc333")); err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, s, Record{ID: "sb-ddd444", Name: "web", Status: StatusStopped})
+	if id, _ := s.Resolve("web"); id != "sb-ddd444" {
+		t.Errorf("Resolve(web) after a take-over: %q", id)
+	}
+	// Names are never listed as sandboxes.
+	recs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if strings.HasPrefix(r.ID, "@") {
+			t.Errorf("List shows %q", r.ID)
+		}
+	}
+	for _, bad := range []string{"-x", ".x", "a b", "a/b", "@x", "../x", strings.Repeat("n", 200), "é"} {
+		if err := s.Register(Record{ID: "sb-bad", Name: bad, Status: StatusStopped}); err == nil {
+			t.Errorf("the name %q was taken", bad)
+			s.Remove("sb-bad")
+		}
 	}
 }
