@@ -169,7 +169,19 @@ func TestDetachedNames(t *testing.T) {
 			t.Errorf("airlock %q: exit %d, stderr %q", bad, r.code, r.stderr)
 		}
 	}
+	// wait prints the main command's exit code once it ends; -1 for a
+	// sandbox killed before its command ended.
+	job := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "job", "--", "sh", "-c", "sleep 0.5; exit 7"))
+	if out := h.must(nil, "wait", "job"); out != "7\n" {
+		t.Errorf("wait job (%s): %q, want 7", job, out)
+	}
 	h.must(nil, "kill", "web")
+	if out := h.must(nil, "wait", "web", "job"); out != "-1\n7\n" {
+		t.Errorf("wait web job: %q", out)
+	}
+	if r := h.run(nil, "wait", "nobody"); r.code == 0 {
+		t.Errorf("wait of no sandbox: exit 0")
+	}
 	h.must(nil, "rm", "web")
 	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
 	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {

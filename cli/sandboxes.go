@@ -461,3 +461,57 @@ func (a *app) newPruneCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
+
+// waitPoll is how often wait looks at the records it waits for.
+const waitPoll = 100 * time.Millisecond
+
+func (a *app) newWaitCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait ID...",
+		Short: "Wait until sandboxes stop, and print each one's exit code",
+		Long: `Block until each sandbox named has stopped (its main command ended, it was
+killed, it timed out, or its supervisor died), then print its main
+command's exit code, one line per sandbox, as docker wait does: -1 when
+there is none (no main command, or killed before it ended). Exits 0 once
+all have stopped.`,
+		Example: `  ` + a.name + ` run -d --name job -- make test && ` + a.name + ` wait job`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			ids := make([]string, len(args))
+			for i, ref := range args {
+				if ids[i], err = store.Resolve(ref); err != nil {
+					return err
+				}
+			}
+			t := time.NewTicker(waitPoll)
+			defer t.Stop()
+			for _, id := range ids {
+				for {
+					r, err := store.Get(id)
+					if err != nil {
+						return err
+					}
+					if r.Status != state.StatusRunning {
+						code := -1
+						if r.ExitCode != nil {
+							code = *r.ExitCode
+						}
+						fmt.Println(code)
+						break
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-t.C:
+					}
+				}
+			}
+			return nil
+		},
+	}
+}
