@@ -26,6 +26,10 @@ deps:
 demo: deps build
 	$(BIN)/airlock doctor
 	$(BIN)/airlock run --memory 256m --timeout 30s -- python3 -c 'import os, socket; print("hello from", socket.gethostname(), "as uid", os.getuid())'
+	@echo
+	@echo "airlock is built in $(CURDIR)/$(BIN). To use it from anywhere:"
+	@echo "  sudo make install                  # copies airlock and airlock-guest to /usr/local/bin"
+	@echo "  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\"   # or: for this shell only"
 
 test: deps lint images unit python-sdk ts-sdk fuzz
 

@@ -32,5 +32,7 @@ func Find(explicit string) (string, error) {
 			return filepath.Abs(p)
 		}
 	}
-	return "", errors.New("the sandbox agent airlock-guest was not found: build it with `CGO_ENABLED=0 go build ./cmd/airlock-guest` and put it next to airlock, on PATH, or in $AIRLOCK_AGENT")
+	return "", errors.New("the sandbox agent airlock-guest was not found beside this program, on PATH or in $AIRLOCK_AGENT: " +
+		"in a checkout of github.com/airlock-sandbox/airlock, `make build` builds bin/airlock-guest and `make install` puts it in /usr/local/bin; " +
+		"or `CGO_ENABLED=0 go install github.com/airlock-sandbox/airlock/cmd/airlock-guest@latest` (static: the agent refuses a cgo build)")
 }
