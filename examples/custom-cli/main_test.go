@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // apiKey is the key my-sandbox is given; no sandbox may see it.
@@ -269,35 +271,5 @@ func noKeyIn(t *testing.T, dir string) {
 // of one's own is this program's: its lines, but for "// ..." that
 // stands for lines left out, are lines of main.go, in the same order.
 func TestReadmeShowsThisCode(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n### Your own CLI in Go\n")
-	if !ok {
-		t.Fatal(`README.md has no section "Your own CLI in Go"`)
-	}
-	_, block, ok := strings.Cut(section, "\n```go\n")
-	block, _, closed := strings.Cut(block, "\n```\n")
-	if !ok || !closed {
-		t.Fatal("the section has no Go code")
-	}
-	lines := strings.Split(string(src), "\n")
-	n := 0
-	for _, want := range strings.Split(block, "\n") {
-		if strings.TrimSpace(want) == "" || strings.TrimSpace(want) == "// ..." {
-			continue
-		}
-		for n < len(lines) && lines[n] != want {
-			n++
-		}
-		if n == len(lines) {
-			t.Fatalf("README.md's code has a line that main.go lacks (or has earlier):\n%s", want)
-		}
-		n++
-	}
+	testbin.ReadmeShowsCode(t, "../../README.md", "Your own CLI in Go", "main.go")
 }
