@@ -1,0 +1,128 @@
+package readme_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/testbin"
+)
+
+// cliLines are the command lines of README.md's CLI section, without
+// their comments.
+func cliLines(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### CLI\n")
+	if !ok {
+		t.Fatal("README.md has no section CLI")
+	}
+	_, block, ok := strings.Cut(section, "\n```sh\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("README.md's CLI section has no sh block")
+	}
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		// A comment starts at "  # " after the command.
+		if i := strings.Index(l, "  # "); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// TestReadmeCLILines runs every line of README.md's CLI section as a
+// shell runs it, in a directory holding what the lines name (a Makefile,
+// ./agent, ./myroot), with the built airlock first on PATH: each must
+// succeed. Lines that need what this machine has not are said so: the
+// internet (pip download), a terminal (-it: the CLI's own tests drive a
+// real one), and the standard image when the test image cache is not
+// given (make test gives it).
+func TestReadmeCLILines(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as the README's sandboxes with limits and networks do")
+	}
+	dir, err := testbin.Dir("readme-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bins := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testbin.Build(bins, "airlock", "airlock-guest"); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	root := filepath.Join(work, "myroot")
+	for _, d := range []string{work, root} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"Makefile":              "all:\n\t@echo made\n",
+		"agent":                 "#!/bin/sh\ncase \"$API_KEY\" in *readme-secret*) echo leaked; exit 1;; esac\necho agent ran\n",
+		"myroot/etc/os-release": "NAME=myroot\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(work, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testbin.ToolRoot(root, "cat"); err != nil {
+		t.Fatal(err)
+	}
+	cache := os.Getenv("AIRLOCK_TEST_IMAGE_CACHE")
+	ran := 0
+	for _, line := range cliLines(t) {
+		switch {
+		case strings.Contains(line, "pip download"):
+			t.Logf("not run (needs the internet): %s", line)
+			continue
+		case strings.Contains(line, " -it "):
+			t.Logf("not run here (needs a terminal; cli's TTY tests drive one): %s", line)
+			continue
+		case strings.Contains(line, "--image standard") && cache == "":
+			t.Logf("not run (needs the standard image: set AIRLOCK_TEST_IMAGE_CACHE, as make test does): %s", line)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, "sh", "-c", line)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "PATH="+bins+":"+os.Getenv("PATH"), "AIRLOCK_HOME="+filepath.Join(dir, "home"), "API_KEY=readme-secret-9d2f")
+		if cache != "" {
+			cmd.Env = append(cmd.Env, "AIRLOCK_CACHE_DIR="+cache)
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("README.md's line failed: %s\n%v\n%s", line, err, out.String())
+			continue
+		}
+		if strings.Contains(out.String(), "readme-secret") {
+			t.Errorf("README.md's line printed the secret: %s\n%s", line, out.String())
+		}
+		ran++
+	}
+	if ran < 10 {
+		t.Errorf("ran %d of README.md's CLI lines, want at least 10", ran)
+	}
+}
