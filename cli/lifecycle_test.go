@@ -182,6 +182,29 @@ func TestDetachedNames(t *testing.T) {
 	if r := h.run(nil, "wait", "nobody"); r.code == 0 {
 		t.Errorf("wait of no sandbox: exit 0")
 	}
+	// stop: SIGTERM to the main command, which may end as it likes;
+	// one that ignores it is killed after --time.
+	h.must(nil, "run", "-d", "--name", "trap", "--", "sh", "-c", `trap "echo got TERM; exit 3" TERM; while :; do sleep 0.1; done`)
+	h.must(nil, "run", "-d", "--name", "deaf", "--", "sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	time.Sleep(300 * time.Millisecond) // the traps are set
+	start := time.Now()
+	h.must(nil, "stop", "trap")
+	if out := h.must(nil, "wait", "trap"); out != "3\n" {
+		t.Errorf("wait after stop of a command that exits 3 on SIGTERM: %q", out)
+	}
+	if logs := h.must(nil, "logs", "trap"); !strings.Contains(logs, "got TERM") {
+		t.Errorf("logs of the stopped sandbox: %q", logs)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("stop of a command that ends on SIGTERM took %s", d)
+	}
+	start = time.Now()
+	h.must(nil, "stop", "-t", "1", "deaf")
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("stop -t 1 of a command that ignores SIGTERM returned after %s, before its grace", d)
+	}
+	deaf := strings.TrimSpace(h.must(nil, "inspect", "--format", "{{.id}}", "deaf"))
+	h.waitStatus(deaf, "stopped", 10*time.Second)
 	h.must(nil, "rm", "web")
 	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
 	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {
@@ -221,7 +244,7 @@ func TestDetachedLifecycle(t *testing.T) {
 	if r := h.run(nil, "inspect", "--format", "{{.status", id); r.code == 0 || !strings.Contains(r.stderr, "--format") {
 		t.Errorf("a bad --format: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for typed, want := range map[string]string{"lsit": "list", "exce": "exec", "stop": "kill", "images": "image"} {
+	for typed, want := range map[string]string{"lsit": "list", "exce": "exec", "stpo": "stop", "images": "image"} {
 		if r := h.run(nil, typed, id); r.code == 0 || !strings.Contains(r.stderr, "Did you mean this?") || !strings.Contains(r.stderr, want) {
 			t.Errorf("airlock %s: exit %d, stderr %q, want %s suggested", typed, r.code, r.stderr, want)
 		}

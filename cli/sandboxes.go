@@ -205,10 +205,8 @@ const killWait = 10 * time.Second
 func (a *app) newKillCmd() *cobra.Command {
 	var all, asJSON bool
 	cmd := &cobra.Command{
-		Use: "kill ID... | --all",
-		// What a docker user may type first.
-		SuggestFor: []string{"stop"},
-		Short:      "Stop running sandboxes",
+		Use:   "kill ID... | --all",
+		Short: "Stop running sandboxes",
 		Long: `Stop running sandboxes: every process in them is killed and they are
 torn down. A detached sandbox's supervisor is asked to stop; if it does
 not within 10 seconds it is killed and what it left is removed. A sandbox
@@ -514,4 +512,89 @@ all have stopped.`,
 			return nil
 		},
 	}
+}
+
+// stopGrace is how long stop waits, by default, for a main command to
+// end after SIGTERM.
+const stopGrace = 10 * time.Second
+
+func (a *app) newStopCmd() *cobra.Command {
+	var all, asJSON bool
+	var grace int
+	cmd := &cobra.Command{
+		Use:   "stop ID... | --all",
+		Short: "Stop running sandboxes: SIGTERM to the main command, then kill after a grace period",
+		Long: `Stop running sandboxes as docker stop does: the main command of a detached
+sandbox gets SIGTERM, and the sandbox is killed (as by kill) if it has
+not stopped within --time seconds (default 10). A sandbox without a main
+command, or of an "airlock rpc" session, is killed at once.`,
+		Example: `  ` + a.name + ` stop web
+  ` + a.name + ` stop -t 30 web`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return errors.New("give sandbox ids or --all")
+			}
+			if grace < 0 {
+				return errors.New("--time must not be negative")
+			}
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			ids, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
+			if err != nil {
+				return err
+			}
+			return a.forEach(ids, asJSON, "stopped", func(id string) error {
+				return a.stopSandbox(cmd.Context(), store, id, time.Duration(grace)*time.Second)
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "stop every running sandbox")
+	cmd.Flags().IntVarP(&grace, "time", "t", int(stopGrace/time.Second), "seconds to wait after SIGTERM before killing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// stopSandbox sends SIGTERM to the main command of sandbox id, waits up
+// to grace for the sandbox to stop, then kills it.
+func (a *app) stopSandbox(ctx context.Context, store *state.Store, id string, grace time.Duration) error {
+	r, err := store.Get(id)
+	if err != nil {
+		return err
+	}
+	if r.Status != state.StatusRunning {
+		return nil // stopped already: as docker, not an error
+	}
+	if len(r.Command) > 0 && r.Kind == state.KindDetached && grace > 0 && a.signalMain(ctx, store, id, "TERM") == nil {
+		deadline := time.Now().Add(grace)
+		for time.Now().Before(deadline) {
+			if r, err := store.Get(id); err == nil && r.Status != state.StatusRunning {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(waitPoll):
+			}
+		}
+	}
+	return a.killSandbox(ctx, store, id)
+}
+
+// signalMain sends sig to the main command of detached sandbox id,
+// through an attach on its control socket.
+func (a *app) signalMain(ctx context.Context, store *state.Store, id, sig string) error {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(actx, store.SocketPath(id), client.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := c.Sandbox(id).Attach(actx)
+	if err != nil {
+		return err
+	}
+	return p.Signal(actx, sig)
 }

@@ -194,6 +194,17 @@ func (m *MainCommand) CloseStdin() error {
 	return p.CloseStdin()
 }
 
+// Signal sends sig to the command.
+func (m *MainCommand) Signal(sig syscall.Signal) error {
+	m.mu.Lock()
+	p := m.proc
+	m.mu.Unlock()
+	if p == nil {
+		return errNotStarted
+	}
+	return p.Signal(sig)
+}
+
 // Wait blocks until the command has ended and returns its result.
 func (m *MainCommand) Wait() (*airlock.ExecResult, error) {
 	<-m.done

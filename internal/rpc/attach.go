@@ -98,9 +98,7 @@ type attachTarget struct {
 func (t *attachTarget) writeStdin(b []byte) error { return t.main.WriteStdin(b) }
 func (t *attachTarget) closeStdin() error         { return t.main.CloseStdin() }
 
-func (t *attachTarget) signal(syscall.Signal) error {
-	return rpcError(api.CodeUnsupported, "the main command of a detached sandbox cannot be signalled through attach: use exec to run kill in the sandbox, or close it")
-}
+func (t *attachTarget) signal(sig syscall.Signal) error { return t.main.Signal(sig) }
 
 func (t *attachTarget) resize(uint16, uint16) error {
 	return rpcError(api.CodeUnsupported, "the main command of a detached sandbox has no terminal to resize")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,9 +31,17 @@ type fakeMain struct {
 	closed bool
 	res    *airlock.ExecResult
 	done   chan struct{}
+	// signals are those sent to it.
+	signals []syscall.Signal
 }
 
 func (m *fakeMain) Attach() (<-chan api.ExecChunk, func()) { return m.out, func() {} }
+func (m *fakeMain) Signal(sig syscall.Signal) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.signals = append(m.signals, sig)
+	return nil
+}
 
 func (m *fakeMain) WriteStdin(b []byte) error {
 	m.mu.Lock()
@@ -119,7 +128,15 @@ func TestAttach(t *testing.T) {
 	if stdin != "input" || !closed {
 		t.Errorf("main command got stdin %q closed %v", stdin, closed)
 	}
-	wantError(t, c.call(2, api.MethodSignal, map[string]any{"id": "a", "signal": "TERM"}), api.CodeUnsupported)
+	// A signal through the attach reaches the main command.
+	if m := c.call(2, api.MethodSignal, map[string]any{"id": "a", "signal": "TERM"}); string(m["result"]) != "{}" {
+		t.Errorf("signal through attach: %v", m)
+	}
+	main.mu.Lock()
+	if len(main.signals) != 1 || main.signals[0] != syscall.SIGTERM {
+		t.Errorf("the main command got signals %v, want SIGTERM", main.signals)
+	}
+	main.mu.Unlock()
 	close(main.done)
 	close(main.out)
 	m := c.next("a", time.Minute)

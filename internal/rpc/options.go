@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"log/slog"
+	"syscall"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
@@ -106,6 +107,8 @@ type Main interface {
 	Attach() (out <-chan api.ExecChunk, stop func())
 	WriteStdin(b []byte) error
 	CloseStdin() error
+	// Signal sends sig to the main command.
+	Signal(sig syscall.Signal) error
 	// Wait blocks until the main command has ended.
 	Wait() (*airlock.ExecResult, error)
 }
