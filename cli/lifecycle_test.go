@@ -205,6 +205,24 @@ func TestDetachedNames(t *testing.T) {
 	}
 	deaf := strings.TrimSpace(h.must(nil, "inspect", "--format", "{{.id}}", "deaf"))
 	h.waitStatus(deaf, "stopped", 10*time.Second)
+
+	// kill -s: a signal to the main command, which goes on running.
+	hup := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "hup", "--", "sh", "-c", `trap "echo got HUP" HUP; while :; do sleep 0.1; done`))
+	idle := strings.TrimSpace(h.must(nil, "run", "-d"))
+	time.Sleep(300 * time.Millisecond)
+	h.must(nil, "kill", "-s", "HUP", "hup")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(h.must(nil, "logs", "hup"), "got HUP") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if logs := h.must(nil, "logs", "hup"); !strings.Contains(logs, "got HUP") {
+		t.Errorf("logs after kill -s HUP: %q", logs)
+	}
+	h.waitStatus(hup, "running", time.Second)
+	if r := h.run(nil, "kill", "-s", "HUP", idle); r.code == 0 || !strings.Contains(r.stderr, "no main command") {
+		t.Errorf("kill -s of a sandbox with no main command: exit %d, stderr %q", r.code, r.stderr)
+	}
+	h.must(nil, "kill", "hup", idle)
 	h.must(nil, "rm", "web")
 	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
 	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {

@@ -204,13 +204,20 @@ const killWait = 10 * time.Second
 
 func (a *app) newKillCmd() *cobra.Command {
 	var all, asJSON bool
+	var signal string
 	cmd := &cobra.Command{
 		Use:   "kill ID... | --all",
-		Short: "Stop running sandboxes",
+		Short: "Stop running sandboxes, or send a signal to their main commands (-s)",
 		Long: `Stop running sandboxes: every process in them is killed and they are
 torn down. A detached sandbox's supervisor is asked to stop; if it does
 not within 10 seconds it is killed and what it left is removed. A sandbox
-of an "airlock rpc" session is closed through its control socket.`,
+of an "airlock rpc" session is closed through its control socket.
+
+With -s SIGNAL, as docker kill -s, the main command of each detached
+sandbox gets that signal (HUP, USR1, TERM, 15, ...) and the sandbox is
+left as the command's handling of it leaves it.`,
+		Example: `  ` + a.name + ` kill web
+  ` + a.name + ` kill -s HUP web`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return errors.New("give sandbox ids or --all")
@@ -223,6 +230,18 @@ of an "airlock rpc" session is closed through its control socket.`,
 			if err != nil {
 				return err
 			}
+			if signal != "" {
+				return a.forEach(ids, asJSON, "signalled", func(id string) error {
+					r, err := store.Get(id)
+					if err != nil {
+						return err
+					}
+					if r.Kind != state.KindDetached || len(r.Command) == 0 {
+						return fmt.Errorf("it has no main command to signal (only sandboxes started with a command by %s run -d have one)", a.name)
+					}
+					return a.signalMain(cmd.Context(), store, id, signal)
+				})
+			}
 			return a.forEach(ids, asJSON, "killed", func(id string) error {
 				if r, err := store.Get(id); err == nil && !asJSON {
 					a.warnDamaged(r)
@@ -232,6 +251,7 @@ of an "airlock rpc" session is closed through its control socket.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
+	cmd.Flags().StringVarP(&signal, "signal", "s", "", "send this signal to the main command instead of stopping the sandbox (HUP, USR1, TERM, 15, ...)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
