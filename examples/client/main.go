@@ -53,6 +53,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("the streamed command exited %d", res.ExitCode)
+	}
 	_, err = sb.ReadFile(ctx, "/workspace/missing")
 	fmt.Println("missing:", errors.Is(err, fs.ErrNotExist))
 
