@@ -184,7 +184,7 @@ func TestDetachedNames(t *testing.T) {
 	}
 	// stop: SIGTERM to the main command, which may end as it likes;
 	// one that ignores it is killed after --time.
-	h.must(nil, "run", "-d", "--name", "trap", "--", "sh", "-c", `trap "echo got TERM; exit 3" TERM; while :; do sleep 0.1; done`)
+	h.must(nil, "run", "-d", "--name", "trap", "--", "sh", "-c", `trap "echo got TERM; exit 3" TERM; echo one; echo two; while :; do sleep 0.1; done`)
 	h.must(nil, "run", "-d", "--name", "deaf", "--", "sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
 	time.Sleep(300 * time.Millisecond) // the traps are set
 	start := time.Now()
@@ -192,8 +192,19 @@ func TestDetachedNames(t *testing.T) {
 	if out := h.must(nil, "wait", "trap"); out != "3\n" {
 		t.Errorf("wait after stop of a command that exits 3 on SIGTERM: %q", out)
 	}
-	if logs := h.must(nil, "logs", "trap"); !strings.Contains(logs, "got TERM") {
+	if logs := h.must(nil, "logs", "trap"); !strings.HasPrefix(logs, "one\ntwo\n") || !strings.Contains(logs, "got TERM\n") {
 		t.Errorf("logs of the stopped sandbox: %q", logs)
+	}
+	// logs --tail N: the last N lines, as docker prints them.
+	lines := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", "echo one; echo two; echo three; exit 0"))
+	if out := h.must(nil, "wait", lines); out != "0\n" {
+		t.Errorf("wait: %q", out)
+	}
+	if logs := h.must(nil, "logs", "--tail", "2", lines); logs != "two\nthree\n" {
+		t.Errorf("logs --tail 2: %q", logs)
+	}
+	if logs := h.must(nil, "logs", "-n", "0", lines); logs != "" {
+		t.Errorf("logs -n 0: %q", logs)
 	}
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("stop of a command that ends on SIGTERM took %s", d)
