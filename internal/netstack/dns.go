@@ -533,7 +533,12 @@ func negativeTTL(p *dnsmessage.Parser) uint32 {
 		if err != nil {
 			return noSOANegativeTTL
 		}
-		return min(h.TTL, soa.MinTTL)
+		ttl := min(h.TTL, soa.MinTTL)
+		if ttl >= 1<<31 {
+			// RFC 2181, 8: a TTL with its top bit set means zero.
+			ttl = 0
+		}
+		return ttl
 	}
 }
 
