@@ -77,6 +77,11 @@ type hooked struct {
 
 // run calls one hook within the timeout.
 func (w *hooked) run(ctx context.Context, hook, path string, fn func(ctx context.Context) error) error {
+	// An operation already cancelled runs no hook (a select below would
+	// pick at random between starting it and giving up).
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	tctx, cancel := context.WithTimeout(ctx, w.h.Timeout)
 	defer cancel()
 	deny := func(errno syscall.Errno, err error) error {
@@ -107,6 +112,10 @@ func (w *hooked) run(ctx context.Context, hook, path string, fn func(ctx context
 	case err := <-done:
 		if err == nil {
 			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			// The operation was cancelled while its hook ran.
+			return cerr
 		}
 		var errno syscall.Errno
 		if !errors.As(err, &errno) || errno == 0 {
