@@ -50,54 +50,81 @@ func main() {
 // summary.
 func once(bin string, execs, reads, size int) error {
 	ctx := context.Background()
-	c, err := client.Start(ctx, client.Options{Binary: bin})
+	c, sb, err := open(ctx, bin, size)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	sb, err := c.Create(ctx, api.CreateParams{Resources: api.Resources{MemoryMB: 1024}, DiskMB: 256})
+	defer sb.Close(ctx)
+	if _, err := timeExecs(ctx, sb, 20); err != nil { // warm up
+		return err
+	}
+	rt, err := timeExecs(ctx, sb, execs)
 	if err != nil {
 		return err
 	}
-	defer sb.Close(ctx)
-	for i := 0; i < 20; i++ { // warm up
-		if _, err := sb.Run(ctx, api.ExecParams{Argv: []string{"true"}}); err != nil {
-			return err
-		}
-	}
-	rt := make([]float64, 0, execs)
-	for i := 0; i < execs; i++ {
-		t := time.Now()
-		if _, err := sb.Run(ctx, api.ExecParams{Argv: []string{"true"}}); err != nil {
-			return err
-		}
-		rt = append(rt, float64(time.Since(t).Microseconds())/1000)
-	}
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	if err := sb.WriteFile(ctx, "/tmp/bench.bin", data, 0o644); err != nil {
+	mbps, err := timeReads(ctx, sb, reads, size)
+	if err != nil {
 		return err
-	}
-	data = nil
-	var mbps []float64
-	for i := 0; i < reads; i++ {
-		t := time.Now()
-		b, err := sb.ReadFile(ctx, "/tmp/bench.bin")
-		if err != nil {
-			return err
-		}
-		if len(b) != size {
-			return fmt.Errorf("read %d bytes, want %d", len(b), size)
-		}
-		mbps = append(mbps, float64(size)/time.Since(t).Seconds()/1e6)
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"exec_true_ms_median": median(rt),
 		"exec_true_ms_p90":    pct(rt, 0.9),
 		"read_64mib_mbps":     median(mbps),
 	})
+}
+
+// open starts `airlock rpc`, creates the sandbox both modes measure and
+// puts a file of size bytes at /tmp/bench.bin in it.
+func open(ctx context.Context, bin string, size int) (*client.Client, *client.Sandbox, error) {
+	c, err := client.Start(ctx, client.Options{Binary: bin})
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := c.Create(ctx, api.CreateParams{Resources: api.Resources{MemoryMB: 1024}, DiskMB: 256})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := sb.WriteFile(ctx, "/tmp/bench.bin", data, 0o644); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, sb, nil
+}
+
+// timeExecs times n round trips of exec `true`, in milliseconds.
+func timeExecs(ctx context.Context, sb *client.Sandbox, n int) ([]float64, error) {
+	ms := make([]float64, 0, n)
+	for range n {
+		t := time.Now()
+		if _, err := sb.Run(ctx, api.ExecParams{Argv: []string{"true"}}); err != nil {
+			return nil, err
+		}
+		ms = append(ms, float64(time.Since(t).Nanoseconds())/1e6)
+	}
+	return ms, nil
+}
+
+// timeReads times n read_file of /tmp/bench.bin, in MB/s.
+func timeReads(ctx context.Context, sb *client.Sandbox, n, size int) ([]float64, error) {
+	mbps := make([]float64, 0, n)
+	for range n {
+		t := time.Now()
+		b, err := sb.ReadFile(ctx, "/tmp/bench.bin")
+		if err != nil {
+			return nil, err
+		}
+		if len(b) != size {
+			return nil, fmt.Errorf("read %d bytes, want %d", len(b), size)
+		}
+		mbps = append(mbps, float64(size)/time.Since(t).Seconds()/1e6)
+	}
+	return mbps, nil
 }
 
 func median(v []float64) float64 { return pct(v, 0.5) }
