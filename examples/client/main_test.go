@@ -16,19 +16,7 @@ func TestRunsAsShown(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the example's sandbox has cgroup limits")
 	}
-	dir, err := testbin.Dir("client-example-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bins, err := testbin.Build(dir, "airlock", "airlock-guest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "client")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin, bins := testbin.BuildHere(t, "client", "airlock", "airlock-guest")
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "AIRLOCK_BIN="+bins[0], "AIRLOCK_HOME="+filepath.Join(dir, "home"), "AIRLOCK_AGENT=")
 	var stderr strings.Builder

@@ -15,20 +15,7 @@ func TestRunsAsShown(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the example's sandbox has cgroup limits")
 	}
-	dir, err := testbin.Dir("embed-example-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if _, err := testbin.Build(dir, "airlock-guest"); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "embed")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin, _ := testbin.BuildHere(t, "embed", "airlock-guest")
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+filepath.Join(dir, "home"))
 	cmd.Env = append(cmd.Env, "AIRLOCK_AGENT=")

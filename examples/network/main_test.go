@@ -17,20 +17,7 @@ func TestRunsAsShown(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a sandbox's network device")
 	}
-	dir, err := testbin.Dir("network-example-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if _, err := testbin.Build(dir, "airlock-guest"); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "network")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin, _ := testbin.BuildHere(t, "network", "airlock-guest")
 	const key = "sk-network-example-4c1d"
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+filepath.Join(dir, "home"), "AIRLOCK_AGENT=", "OPENAI_API_KEY="+key)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // module is the import path the commands are built from, so that a
@@ -43,4 +44,27 @@ func Build(dir string, commands ...string) ([]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+// BuildHere builds the package in the current directory, statically,
+// into a new directory (removed when t ends) that also holds the given
+// commands of the module, as a user would have them beside it. It
+// returns the directory, the program's path, then the commands' paths.
+func BuildHere(t *testing.T, name string, commands ...string) (dir, bin string, built []string) {
+	t.Helper()
+	dir, err := Dir(name + "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if built, err = Build(dir, commands...); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir, bin, built
 }
