@@ -45,12 +45,9 @@ export class Queue<T> implements AsyncIterableIterator<T> {
     }
   }
 
-  /** Takes everything queued. */
-  drain(): T[] {
-    const out = this.items.slice(this.head);
-    this.items = [];
-    this.head = 0;
-    return out;
+  /** What is queued, left in place for takers. */
+  peek(): T[] {
+    return this.items.slice(this.head);
   }
 
   next(): Promise<IteratorResult<T>> {

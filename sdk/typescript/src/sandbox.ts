@@ -150,7 +150,10 @@ export class Process implements AsyncIterable<OutputChunk> {
         }
         const r = msg.result ?? {};
         if (r.done) {
-          const rest = this.iterated ? [] : this.out.drain();
+          // What was not taken yet stays queued as well: iteration that
+          // starts after the end (the end can come before an awaited
+          // stdin answer) still sees every chunk.
+          const rest = this.iterated ? [] : this.out.peek();
           const pick = (s: string) => Buffer.concat(rest.filter((c) => c.stream === s).map((c) => c.data));
           this.out.end();
           this.settle.resolve(new ExecResult(r, pick('stdout'), pick('stderr')));

@@ -107,6 +107,16 @@ describe('one sandbox', { skip }, () => {
     assert.equal(r.exitCode, 0);
   });
 
+  test('start: output iterated only after the command has ended is all there, and in wait too', async () => {
+    const p = sb.start(['sh', '-c', 'echo one; echo two >&2']);
+    const r = await p.wait();
+    const got = { stdout: '', stderr: '' };
+    for await (const c of p) got[c.stream] += c.data;
+    assert.deepEqual(got, { stdout: 'one\n', stderr: 'two\n' });
+    assert.equal(r.stdoutText, 'one\n');
+    assert.equal(r.stderrText, 'two\n');
+  });
+
   test('start: stdin from an iterable, output kept for wait when not iterated', async () => {
     async function* src() {
       yield 'a';
