@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,7 +95,7 @@ type listed struct {
 func (h *cliHome) list() map[string]listed {
 	h.t.Helper()
 	var recs []listed
-	out := h.must(nil, "list", "--json")
+	out := h.must(nil, "list", "-a", "--json")
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		h.t.Fatalf("list --json: %v\n%s", err, out)
 	}
@@ -542,5 +543,60 @@ func TestOtherUserLockedOut(t *testing.T) {
 	}
 	if r := h.list()[id]; r.Status != "running" {
 		t.Errorf("the sandbox did not survive the attempts: %+v", r)
+	}
+}
+
+// TestListAsDocker: list shows running sandboxes unless -a; --filter and
+// --format select and shape records as docker ps does.
+func TestListAsDocker(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	web := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
+	done := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "batch", "--", "sh", "-c", "exit 3"))
+	h.waitStatus(done, "stopped", 10*time.Second)
+
+	ids := func(args ...string) string {
+		t.Helper()
+		f := strings.Fields(h.must(nil, append([]string{"ps", "-q"}, args...)...))
+		slices.Sort(f)
+		return strings.Join(f, " ")
+	}
+	if got := ids(); got != web {
+		t.Errorf("ps -q = %q, want only the running %s", got, web)
+	}
+	if got := ids("-a"); !strings.Contains(got, web) || !strings.Contains(got, done) {
+		t.Errorf("ps -aq = %q, want both", got)
+	}
+	both := []string{web, done}
+	slices.Sort(both)
+	for args, want := range map[string]string{
+		"--filter status=stopped":                 done, // a status filter needs no -a
+		"--filter exited=3":                       done,
+		"--filter exited=0":                       "",
+		"-a --filter name=we":                     web,
+		"-a --filter name=we --filter name=batch": strings.Join(both, " "),
+		"-a --filter name=web --filter kind=rpc":  "",
+		"-a --filter id=" + done[3:9]:             done,
+	} {
+		if got := ids(strings.Fields(args)...); got != want {
+			t.Errorf("ps -q %s = %q, want %q", args, got, want)
+		}
+	}
+	if got := h.must(nil, "ps", "-a", "--filter", "name=batch", "--format", "{{.name}} {{.status}} {{.exit_code}}"); got != "batch stopped 3\n" {
+		t.Errorf("--format: %q", got)
+	}
+	table := h.must(nil, "ps", "--format", `table {{.name}}\t{{.supervisor.pid}}`)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME ") || !strings.HasSuffix(lines[0], "PID") || !strings.HasPrefix(lines[1], "web ") {
+		t.Errorf("--format table:\n%s", table)
+	}
+	var rec listed
+	if err := json.Unmarshal([]byte(h.must(nil, "ps", "--format", "json")), &rec); err != nil || rec.ID != web {
+		t.Errorf("--format json: %+v, %v", rec, err)
+	}
+	for _, bad := range [][]string{{"--filter", "colour=red"}, {"--filter", "status=paused"}, {"--filter", "exited=x"}, {"--format", "{{.id"}} {
+		if r := h.run(nil, append([]string{"ps"}, bad...)...); r.code == 0 || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("ps %q: exit %d, stderr %q", bad, r.code, r.stderr)
+		}
 	}
 }

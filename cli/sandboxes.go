@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"text/template"
 	"time"
 
@@ -42,64 +39,6 @@ func resolveSandbox(prefix string) (*state.Store, string, error) {
 	return store, id, nil
 }
 
-func (a *app) newListCmd() *cobra.Command {
-	var running, asJSON, quiet bool
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls", "ps"},
-		Short:   "List sandboxes: running, stopped and crashed",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			recs, err := store.List()
-			if err != nil {
-				return err
-			}
-			if running {
-				recs = slices.DeleteFunc(recs, func(r state.Record) bool { return r.Status != state.StatusRunning })
-			}
-			switch {
-			case asJSON:
-				if recs == nil {
-					recs = []state.Record{}
-				}
-				return writeJSON(recs)
-			case quiet:
-				for _, r := range recs {
-					fmt.Println(termText(r.ID))
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND\tNAME")
-			now := time.Now()
-			for _, r := range recs {
-				pid := "-"
-				if r.Status == state.StatusRunning {
-					pid = fmt.Sprint(r.Supervisor.PID)
-				}
-				where := r.Image + "/" + r.Isolation
-				if where == "/" {
-					where = "-" // not known: the record is damaged
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r), termText(r.Name))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			a.warnDamaged(recs...)
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&running, "running", false, "only running sandboxes")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print ids only")
-	return cmd
-}
-
 func statusText(r state.Record) string {
 	switch {
 	case r.Damaged != "":
@@ -122,7 +61,7 @@ func (a *app) warnDamaged(recs ...state.Record) {
 	}
 }
 
-func commandText(r state.Record) string {
+func commandText(r state.Record, whole bool) string {
 	c := termText(strings.Join(r.Command, " "))
 	switch {
 	case c == "" && r.Kind == state.KindRPC:
@@ -130,7 +69,7 @@ func commandText(r state.Record) string {
 	case c == "":
 		c = "-"
 	}
-	if r := []rune(c); len(r) > 40 {
+	if r := []rune(c); len(r) > 40 && !whole {
 		c = string(r[:39]) + "…"
 	}
 	return c
@@ -154,11 +93,11 @@ does; its fields are the JSON's keys: {{.status}}, {{.supervisor.pid}},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var tmpl *template.Template
 			if format != "" {
-				t, err := template.New("format").Funcs(template.FuncMap{"json": templateJSON}).Parse(format)
+				t, err := parseRecordTemplate(format)
 				if err != nil {
-					return fmt.Errorf("--format: %w", err)
+					return err
 				}
-				tmpl = t.Option("missingkey=zero")
+				tmpl = t
 			}
 			store, id, err := resolveSandbox(args[0])
 			if err != nil {
@@ -172,11 +111,7 @@ does; its fields are the JSON's keys: {{.status}}, {{.supervisor.pid}},
 			if tmpl == nil {
 				return writeJSON(r)
 			}
-			var fields map[string]any
-			b, err := json.Marshal(r)
-			if err == nil {
-				err = json.Unmarshal(b, &fields)
-			}
+			fields, err := recordFields(r)
 			if err != nil {
 				return err
 			}

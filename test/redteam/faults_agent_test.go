@@ -214,7 +214,7 @@ func checkCrashRecord(t *testing.T, id string) {
 	if r.Status != "crashed" || !strings.Contains(r.Reason, agentKilled) {
 		t.Errorf("get: %+v, want crashed, %s", r, agentKilled)
 	}
-	out, _, _ := cli(t, "list", "--json")
+	out, _, _ := cli(t, "list", "-a", "--json")
 	var recs []record
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		t.Fatalf("list --json: %v", err)
@@ -224,7 +224,7 @@ func checkCrashRecord(t *testing.T, id string) {
 			t.Errorf("list --json: %+v, want crashed, %s", rec, agentKilled)
 		}
 	}
-	table, _, _ := cli(t, "list")
+	table, _, _ := cli(t, "list", "-a")
 	for _, line := range strings.Split(table, "\n") {
 		if strings.HasPrefix(line, id) && (!strings.Contains(line, "crashed") || !strings.Contains(line, agentKilled)) {
 			t.Errorf("list: %q, want crashed, %s", line, agentKilled)

@@ -98,7 +98,7 @@ func TestFaultFullDisk(t *testing.T) {
 				t.Errorf("get on a full disk: %s is %+v, want %s", id, r, st)
 			}
 		}
-		if out := h.must("list"); strings.Contains(out.stderr, "space") {
+		if out := h.must("list", "-a"); strings.Contains(out.stderr, "space") {
 			t.Errorf("list on a full disk complains: %s", out.stderr)
 		}
 

@@ -97,7 +97,7 @@ type cliRecord struct {
 func (h *stateHome) list() map[string]cliRecord {
 	h.t.Helper()
 	var recs []cliRecord
-	out := h.must("list", "--json").stdout
+	out := h.must("list", "-a", "--json").stdout
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		h.t.Fatalf("list --json: %v\n%s", err, out)
 	}
@@ -263,7 +263,7 @@ func TestFaultDamagedRecord(t *testing.T) {
 
 				// list: live ones are running, the crashed one crashed;
 				// all are flagged, and the message names the file.
-				l := h.must("list")
+				l := h.must("list", "-a")
 				for _, id := range []string{killed, forced, crashed} {
 					names("list", l.stderr, id)
 				}
