@@ -207,6 +207,19 @@ func TestDetachedNames(t *testing.T) {
 	if logs := h.must(nil, "logs", "-n", "0", lines); logs != "" {
 		t.Errorf("logs -n 0: %q", logs)
 	}
+	// stdout and stderr apart, as docker logs keeps them; times with -t
+	// and --since.
+	apart := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", "echo out; echo err >&2; exit 0"))
+	h.must(nil, "wait", apart)
+	if r := h.run(nil, "logs", apart); r.code != 0 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("logs: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := h.run(nil, "logs", "-t", "--since", "1m", apart); r.code != 0 || !strings.HasSuffix(r.stdout, "Z out\n") || !strings.HasPrefix(r.stdout, time.Now().UTC().Format("2006-")) {
+		t.Errorf("logs -t --since 1m: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := h.run(nil, "logs", "--until", "1m", apart); r.code != 0 || r.stdout+r.stderr != "" {
+		t.Errorf("logs --until 1m (before it ran): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("stop of a command that ends on SIGTERM took %s", d)
 	}

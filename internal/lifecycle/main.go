@@ -3,20 +3,15 @@ package lifecycle
 import (
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/outlog"
 )
-
-// MaxLogBytes bounds a detached sandbox's log of its main command's
-// output; past it, output still reaches attached clients but is no longer
-// logged.
-const MaxLogBytes = 64 << 20
 
 // attachBuffer bounds the chunks waiting for one attached client. A client
 // that reads slower than the command writes misses chunks rather than
@@ -27,14 +22,12 @@ const attachBuffer = 256
 // to the sandbox's log file and to every attached client. It implements
 // rpc.Main.
 type MainCommand struct {
-	mu        sync.Mutex
-	log       *os.File
-	logged    int64
-	truncated bool
-	subs      map[int]chan api.ExecChunk
-	nextSub   int
-	proc      *airlock.Process
-	ended     bool
+	mu      sync.Mutex
+	log     *outlog.Writer
+	subs    map[int]chan api.ExecChunk
+	nextSub int
+	proc    *airlock.Process
+	ended   bool
 
 	done chan struct{}
 	res  *airlock.ExecResult
@@ -46,11 +39,13 @@ func NewMainCommand() *MainCommand {
 	return &MainCommand{subs: map[int]chan api.ExecChunk{}, done: make(chan struct{})}
 }
 
-// SetLog opens (creating, 0600) the log the output is appended to.
+// SetLog opens (creating, 0600) the log the output is appended to, with
+// its index of times and streams (see outlog). Past outlog.MaxLogBytes,
+// output still reaches attached clients but is no longer logged.
 func (m *MainCommand) SetLog(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	f, err := outlog.Create(path)
 	if err != nil {
-		return fmt.Errorf("open the sandbox log: %w", err)
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -80,18 +75,12 @@ func (w outputWriter) Write(b []byte) (int, error) {
 func (m *MainCommand) output(b []byte, stderr bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.log != nil && !m.truncated {
-		room := MaxLogBytes - m.logged
-		chunk := b
-		if int64(len(chunk)) > room {
-			chunk = chunk[:room]
-			m.truncated = true
+	if m.log != nil {
+		stream := outlog.Stdout
+		if stderr {
+			stream = outlog.Stderr
 		}
-		n, _ := m.log.Write(chunk)
-		m.logged += int64(n)
-		if m.truncated {
-			fmt.Fprintf(m.log, "\n[airlock: log truncated at %d MiB; attach to see further output]\n", MaxLogBytes>>20)
-		}
+		m.log.Write(stream, b, time.Now())
 	}
 	if len(m.subs) == 0 {
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/outlog"
 )
 
 func TestMainCommandLogAndAttach(t *testing.T) {
@@ -78,7 +79,7 @@ func TestMainCommandLogBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunk := make([]byte, 1<<20)
-	for range MaxLogBytes>>20 + 3 {
+	for range outlog.MaxLogBytes>>20 + 3 {
 		m.Stdout().Write(chunk)
 	}
 	m.finish(nil, nil)
@@ -86,14 +87,14 @@ func TestMainCommandLogBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Size() < MaxLogBytes || fi.Size() > MaxLogBytes+200 {
-		t.Errorf("log is %d bytes, want the %d byte bound plus a note", fi.Size(), MaxLogBytes)
+	if fi.Size() < outlog.MaxLogBytes || fi.Size() > outlog.MaxLogBytes+200 {
+		t.Errorf("log is %d bytes, want the %d byte bound plus a note", fi.Size(), outlog.MaxLogBytes)
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("log mode %v", fi.Mode().Perm())
 	}
 	b, _ := os.ReadFile(log)
-	if !strings.Contains(string(b[MaxLogBytes:]), "log truncated") {
+	if !strings.Contains(string(b[outlog.MaxLogBytes:]), "log truncated") {
 		t.Error("no truncation note at the end of the log")
 	}
 }
