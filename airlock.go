@@ -38,6 +38,7 @@ type backend interface {
 	Err() error
 	PID() int
 	Counters() (boundary.Counters, error)
+	Usage() (boundary.Usage, error)
 	Close() error
 }
 

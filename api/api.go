@@ -63,6 +63,9 @@ const (
 	MethodPolicyDeny   = "policy.deny"   // PolicyHostParams
 	MethodPolicyRemove = "policy.remove" // PolicyHostParams
 
+	// MethodStats answers with what a running sandbox uses now (Usage).
+	MethodStats = "stats" // SandboxParams
+
 	// Notifications sent by the server.
 	NotifyEvent      = "event"
 	NotifyExecOutput = "exec.output"
@@ -585,4 +588,33 @@ type LifecycleEvent struct {
 	State      string `json:"state"`
 	DurationMs int64  `json:"duration_ms,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+}
+
+// Usage is what a sandbox uses at one moment: the result of "stats".
+// CPU is cumulative: the CPU share over an interval is the difference of
+// two readings' CPUNanos over the time between them.
+type Usage struct {
+	Time time.Time `json:"time"`
+	// CPUNanos is the CPU time its processes have used so far.
+	CPUNanos uint64 `json:"cpu_nanos"`
+	// CPUs is its CPU quota in cores; 0: unlimited.
+	CPUs float64 `json:"cpus,omitempty"`
+	// MemoryBytes is the memory its processes use now (page cache and
+	// tmpfs files included), MemoryPeakBytes the most so far (0 when the
+	// kernel does not report it) and MemoryLimitBytes the bound.
+	MemoryBytes      uint64 `json:"memory_bytes"`
+	MemoryPeakBytes  uint64 `json:"memory_peak_bytes,omitempty"`
+	MemoryLimitBytes uint64 `json:"memory_limit_bytes,omitempty"`
+	// Pids is how many processes and threads it has, PidsLimit the bound.
+	Pids      uint64 `json:"pids"`
+	PidsLimit uint64 `json:"pids_limit,omitempty"`
+	// OOMKills and PidsLimitHits count, so far, the processes the memory
+	// limit killed and the forks the pids limit refused.
+	OOMKills      uint64 `json:"oom_kills"`
+	PidsLimitHits uint64 `json:"pids_limit_hits"`
+	// NetRxBytes and NetTxBytes count the bytes of the frames it has
+	// received and sent on its network interface; both are 0 without a
+	// network.
+	NetRxBytes uint64 `json:"net_rx_bytes"`
+	NetTxBytes uint64 `json:"net_tx_bytes"`
 }

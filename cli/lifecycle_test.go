@@ -613,3 +613,50 @@ func TestListAsDocker(t *testing.T) {
 		}
 	}
 }
+
+// TestStats: stats reads a running sandbox's cgroup through its control
+// socket: CPU, memory against its limit, processes against theirs.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "busy", "--memory", "96m", "--pids-limit", "50", "--",
+		"sh", "-c", "head -c 20m /dev/zero > /tmp/fill; while :; do :; done"))
+	deadline := time.Now().Add(20 * time.Second)
+	var rows []sandboxStats
+	for {
+		rows = nil
+		out := h.must(nil, "stats", "--no-stream", "--json", "busy")
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("stats --json: %v\n%s", err, out)
+		}
+		if rows[0].MemoryBytes >= 20<<20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r := rows[0]
+	if r.ID != id || r.Name != "busy" || r.Error != "" {
+		t.Errorf("row %+v", r)
+	}
+	if r.MemoryBytes < 20<<20 || r.MemoryLimitBytes != 96<<20 || r.MemoryPercent <= 0 {
+		t.Errorf("memory: %d of %d bytes (%.1f%%), want the 20 MiB tmpfs file counted against 96 MiB", r.MemoryBytes, r.MemoryLimitBytes, r.MemoryPercent)
+	}
+	if r.Pids < 1 || r.PidsLimit != 50 {
+		t.Errorf("pids %d of %d", r.Pids, r.PidsLimit)
+	}
+	// A busy loop uses CPU between the two readings.
+	if r.CPUPercent <= 0 || r.CPUNanos == 0 {
+		t.Errorf("cpu %.2f%%, %d ns", r.CPUPercent, r.CPUNanos)
+	}
+	table := h.must(nil, "stats", "--no-stream")
+	if !strings.Contains(table, "MEM USAGE / LIMIT") || !strings.Contains(table, "96MiB") || !strings.Contains(table, "busy") {
+		t.Errorf("stats table:\n%s", table)
+	}
+	if out := h.must(nil, "stats", "--no-stream", "--format", "{{.name}} {{.pids_limit}}"); out != "busy 50\n" {
+		t.Errorf("stats --format: %q", out)
+	}
+	h.must(nil, "kill", "busy")
+	if r := h.run(nil, "stats", "--no-stream", "busy"); !strings.Contains(r.stdout, "not running") {
+		t.Errorf("stats of a stopped sandbox: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}

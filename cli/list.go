@@ -212,11 +212,7 @@ func newRecordFormat(format string) (*recordFormat, error) {
 func (f *recordFormat) print(recs []state.Record) error {
 	if f.tmpl == nil {
 		for _, r := range recs {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Printf("%s\n", termText(string(b))); err != nil {
+			if err := writeJSON(r); err != nil {
 				return err
 			}
 		}
@@ -238,14 +234,7 @@ func (f *recordFormat) print(recs []state.Record) error {
 		if err := f.tmpl.Execute(&line, fields); err != nil {
 			return fmt.Errorf("--format: %w", err)
 		}
-		// Tabs are the template's column breaks; the rest is made safe
-		// for a terminal.
-		for i, col := range strings.Split(line.String(), "\t") {
-			if i > 0 {
-				out.WriteByte('\t')
-			}
-			out.WriteString(termText(col))
-		}
+		out.WriteString(termColumns(line.String()))
 		out.WriteByte('\n')
 	}
 	if f.header == nil {
@@ -272,11 +261,17 @@ func parseRecordTemplate(text string) (*template.Template, error) {
 
 // recordFields is what a --format template sees of r: its JSON's keys.
 func recordFields(r state.Record) (map[string]any, error) {
-	var fields map[string]any
 	b, err := json.Marshal(r)
-	if err == nil {
-		err = json.Unmarshal(b, &fields)
+	if err != nil {
+		return nil, err
 	}
+	return decodeFields(b)
+}
+
+// decodeFields is a JSON object as a template sees it.
+func decodeFields(b []byte) (map[string]any, error) {
+	var fields map[string]any
+	err := json.Unmarshal(b, &fields)
 	return fields, err
 }
 
@@ -289,4 +284,14 @@ func recordHeader() map[string]any {
 		"reason": "REASON", "kind": "KIND", "config": "CONFIG", "damaged": "DAMAGED",
 		"supervisor": map[string]any{"pid": "PID", "start_time": "START TIME"},
 	}
+}
+
+// termColumns is a template's line made safe for a terminal, with its tabs
+// kept as the column breaks they are.
+func termColumns(line string) string {
+	cols := strings.Split(line, "\t")
+	for i, c := range cols {
+		cols[i] = termText(c)
+	}
+	return strings.Join(cols, "\t")
 }

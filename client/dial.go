@@ -27,7 +27,7 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error)
 	conn, err := d.DialContext(ctx, "unix", addr)
 	release()
 	if err != nil {
-		return nil, fmt.Errorf("airlock client: connecting to control socket %s (is the sandbox still running? see `airlock list`): %w", socketPath, err)
+		return nil, fmt.Errorf("airlock client: connecting to control socket %s (is the sandbox still running? see `airlock ps`): %w", socketPath, err)
 	}
 	c := NewClient(conn, opts)
 	// Learn max_message_bytes, so that an oversized request is refused
@@ -58,7 +58,7 @@ func DialSandbox(ctx context.Context, id string, opts Options) (*Client, error) 
 // $AIRLOCK_HOME or ~/.airlock.
 func SocketPath(id string) (string, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) {
-		return "", fmt.Errorf("airlock client: %q is not a sandbox id (like sb-5f21a0bd831e; see `airlock list`)", id)
+		return "", fmt.Errorf("airlock client: %q is not a sandbox id (like sb-5f21a0bd831e; see `airlock ps`)", id)
 	}
 	home := os.Getenv("AIRLOCK_HOME")
 	if home == "" {

@@ -413,3 +413,14 @@ func unixMode(m fs.FileMode) uint32 {
 	}
 	return u
 }
+
+// Usage returns what the running sandbox uses now: CPU time so far,
+// memory, processes, limit events and network bytes. Without cgroups the
+// error matches ErrUnsupported.
+func (s *Sandbox) Usage(ctx context.Context) (*api.Usage, error) {
+	var u api.Usage
+	if err := s.c.call(ctx, api.MethodStats, api.SandboxParams{SandboxID: s.id}, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}

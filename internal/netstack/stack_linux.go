@@ -226,6 +226,17 @@ func (st *Stack) DNSCache() (entries, bytes int) { return st.dns.cache.stats() }
 // behind.
 func (st *Stack) DroppedEvents() uint64 { return st.events.dropped.Load() }
 
+// Traffic returns the bytes of the frames the sandbox has received and
+// sent on its link so far.
+func (st *Stack) Traffic() (rx, tx uint64) {
+	nic, ok := st.s.NICInfo()[nicID]
+	if !ok {
+		return 0, 0
+	}
+	// The stack's transmit is what the sandbox receives.
+	return nic.Stats.Tx.Bytes.Value(), nic.Stats.Rx.Bytes.Value()
+}
+
 // Close stops the network: every forwarded connection is closed, the
 // stack stops reading the link, and the queued events are delivered. It
 // does not close the link fd.

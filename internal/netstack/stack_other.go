@@ -32,5 +32,8 @@ func (st *Stack) DNSCache() (entries, bytes int) { return 0, 0 }
 // DroppedEvents returns 0.
 func (st *Stack) DroppedEvents() uint64 { return 0 }
 
+// Traffic returns zeros.
+func (st *Stack) Traffic() (rx, tx uint64) { return 0, 0 }
+
 // Close does nothing.
 func (st *Stack) Close() error { return nil }

@@ -93,7 +93,7 @@ func methodNames() []string {
 		api.MethodResize, api.MethodCancel, api.MethodWriteFile, api.MethodReadFile, api.MethodListFiles,
 		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodSymlink, api.MethodSetAttr, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
-		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove,
+		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove, api.MethodStats,
 	}
 }
 
@@ -152,6 +152,8 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).policyDeny, control: true}, true
 	case api.MethodPolicyRemove:
 		return methodSpec{fn: (*session).policyRemove, control: true}, true
+	case api.MethodStats:
+		return methodSpec{fn: (*session).stats, control: true}, true
 	}
 	return methodSpec{}, false
 }

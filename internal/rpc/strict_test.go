@@ -50,6 +50,7 @@ var misspelt = []struct {
 	{api.MethodInfo, map[string]any{"verbose": true}, "verbose", ""},
 	{api.MethodAttach, map[string]any{"mod": "responses"}, "mod", "mode"},
 	{api.MethodPolicyGet, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
+	{api.MethodStats, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
 	{api.MethodPolicyAllow, map[string]any{"hosts": "example.com"}, "hosts", "host"},
 	{api.MethodPolicyDeny, map[string]any{"hots": "example.com"}, "hots", "host"},
 	{api.MethodPolicyRemove, map[string]any{"hst": "example.com"}, "hst", "host"},

@@ -799,7 +799,7 @@ func validate(rec Record) error {
 }
 
 func notFound(id string) error {
-	return errorf(ErrNotFound, "no sandbox matches %q: run `airlock list`", id)
+	return errorf(ErrNotFound, "no sandbox matches %q: `airlock ps -a` lists every sandbox", id)
 }
 
 func exists(id string) error {

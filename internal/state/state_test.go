@@ -434,7 +434,7 @@ func TestResolve(t *testing.T) {
 		}
 	}
 	_, err = s.Resolve("nope")
-	if want := "no sandbox matches \"nope\": run `airlock list`"; err.Error() != want {
+	if want := "no sandbox matches \"nope\": `airlock ps -a` lists every sandbox"; err.Error() != want {
 		t.Errorf("Resolve(nope): %q, want %q", err, want)
 	}
 }

@@ -360,6 +360,21 @@ func (s *Sandbox) Counters() (boundary.Counters, error) {
 	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
 }
 
+// Usage reads the user cgroup's figures.
+func (s *Sandbox) Usage() (boundary.Usage, error) {
+	if s.group == nil {
+		return boundary.Usage{}, errors.ErrUnsupported
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		return boundary.Usage{}, err
+	}
+	return boundary.Usage{
+		CPUNanos: st.CPUUsageNanos, MemoryBytes: st.MemoryCurrentBytes, MemoryPeakBytes: st.MemoryPeakBytes,
+		Pids: st.PidsCurrent, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits,
+	}, nil
+}
+
 // PidsCurrent is how many tasks count against the pids limit: the user
 // cgroup's, the spawner's threads included.
 func (s *Sandbox) PidsCurrent() (int64, error) {

@@ -1,0 +1,31 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/airlock-sandbox/airlock/api"
+)
+
+// stats answers with what a running sandbox uses now.
+func (ss *session) stats(ctx context.Context, j *job) (any, error) {
+	var p api.SandboxParams
+	if e := decodeParams(api.MethodStats, j.req.params, &p); e != nil {
+		return nil, e
+	}
+	e, err := ss.policySandbox(p.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	u, err := e.sb.Usage()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, rpcError(api.CodeUnsupported, "%v", err)
+	}
+	if err != nil {
+		if ae := commonError(ctx, e, err); ae != nil {
+			return nil, ae
+		}
+		return nil, rpcError(api.CodeInternal, "%v", err)
+	}
+	return u, nil
+}
