@@ -215,6 +215,7 @@ func (a *app) supervise(ctx context.Context) error {
 		Name:    spec.Name,
 		Kind:    state.KindDetached,
 		Command: spec.Command,
+		TTY:     spec.TTY && len(spec.Command) > 0,
 		Server:  rpc.NewServer(rpc.Options{Version: a.version, Logger: log}),
 		Events:  hub,
 		Logger:  log,

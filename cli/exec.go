@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -226,61 +225,4 @@ func envFlags(kvs []string) map[string]string {
 		env[k] = v
 	}
 	return env
-}
-
-func (a *app) newAttachCmd() *cobra.Command {
-	var noStdin bool
-	cmd := &cobra.Command{
-		Use:   "attach ID",
-		Short: "Attach to the main command of a detached sandbox",
-		Long: `Stream the output of a detached sandbox's main command from now on and
-pass this terminal's input to it. Ctrl-C detaches and leaves the command
-running; when the command ends, attach exits with its exit code.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, sb, err := a.runningSandbox(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			p, err := sb.Attach(ctx)
-			if err != nil {
-				return err
-			}
-			if !noStdin {
-				go func() {
-					_, _ = io.Copy(p.Stdin(), os.Stdin)
-					_ = p.Stdin().Close()
-				}()
-			}
-			// Output that cannot be written (its reader has gone) detaches,
-			// as Ctrl-C does: the command goes on.
-			var copies sync.WaitGroup
-			var gone error
-			var goneOnce sync.Once
-			copyOut := func(w io.Writer, r io.Reader) {
-				if _, err := io.Copy(w, r); err != nil {
-					goneOnce.Do(func() {
-						gone = err
-						_ = p.Cancel(ctx)
-					})
-				}
-			}
-			copies.Go(func() { copyOut(os.Stdout, p.Stdout()) })
-			copies.Go(func() { copyOut(os.Stderr, p.Stderr()) })
-			res, err := p.Wait()
-			// Print everything that arrived before the end.
-			copies.Wait()
-			if gone != nil {
-				return fmt.Errorf("write the output of sandbox %s: %w", sb.ID(), gone)
-			}
-			if err != nil {
-				return err
-			}
-			return a.exitFor(execResultFromClient(res))
-		},
-	}
-	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not pass this terminal's input to the command")
-	return cmd
 }

@@ -26,8 +26,10 @@ type Options struct {
 	Store *state.Store
 	// Kind says who supervises: state.KindDetached or state.KindRPC.
 	Kind string
-	// Command is the main command, if any.
+	// Command is the main command, if any, and TTY whether it runs on a
+	// terminal.
 	Command []string
+	TTY     bool
 	// Config is the sandbox configuration as the user gave it; secret
 	// values are redacted before it is stored.
 	Config json.RawMessage
@@ -83,6 +85,7 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 		Isolation:  string(cfg.Isolation),
 		Image:      imageName(cfg),
 		Command:    o.Command,
+		TTY:        o.TTY,
 		CreatedAt:  time.Now(),
 		Supervisor: state.Supervisor{PID: self, StartTime: start},
 		Kind:       o.Kind,

@@ -194,6 +194,18 @@ func (m *MainCommand) Signal(sig syscall.Signal) error {
 	return p.Signal(sig)
 }
 
+// Resize changes the size of the command's terminal; a command started
+// without one refuses.
+func (m *MainCommand) Resize(rows, cols uint16) error {
+	m.mu.Lock()
+	p := m.proc
+	m.mu.Unlock()
+	if p == nil {
+		return errNotStarted
+	}
+	return p.Resize(rows, cols)
+}
+
 // Wait blocks until the command has ended and returns its result.
 func (m *MainCommand) Wait() (*airlock.ExecResult, error) {
 	<-m.done

@@ -100,9 +100,7 @@ func (t *attachTarget) closeStdin() error         { return t.main.CloseStdin() }
 
 func (t *attachTarget) signal(sig syscall.Signal) error { return t.main.Signal(sig) }
 
-func (t *attachTarget) resize(uint16, uint16) error {
-	return rpcError(api.CodeUnsupported, "the main command of a detached sandbox has no terminal to resize")
-}
+func (t *attachTarget) resize(rows, cols uint16) error { return t.main.Resize(rows, cols) }
 
 func (t *attachTarget) cancel() error {
 	t.once.Do(func() {

@@ -33,9 +33,18 @@ type fakeMain struct {
 	done   chan struct{}
 	// signals are those sent to it.
 	signals []syscall.Signal
+	// sizes are the terminal sizes asked for.
+	sizes [][2]uint16
 }
 
 func (m *fakeMain) Attach() (<-chan api.ExecChunk, func()) { return m.out, func() {} }
+func (m *fakeMain) Resize(rows, cols uint16) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sizes = append(m.sizes, [2]uint16{rows, cols})
+	return nil
+}
+
 func (m *fakeMain) Signal(sig syscall.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -132,9 +141,16 @@ func TestAttach(t *testing.T) {
 	if m := c.call(2, api.MethodSignal, map[string]any{"id": "a", "signal": "TERM"}); string(m["result"]) != "{}" {
 		t.Errorf("signal through attach: %v", m)
 	}
+	// So does a resize of its terminal.
+	if m := c.call(3, api.MethodResize, map[string]any{"id": "a", "rows": 50, "cols": 132}); string(m["result"]) != "{}" {
+		t.Errorf("resize through attach: %v", m)
+	}
 	main.mu.Lock()
 	if len(main.signals) != 1 || main.signals[0] != syscall.SIGTERM {
 		t.Errorf("the main command got signals %v, want SIGTERM", main.signals)
+	}
+	if len(main.sizes) != 1 || main.sizes[0] != [2]uint16{50, 132} {
+		t.Errorf("the main command got sizes %v, want 50x132", main.sizes)
 	}
 	main.mu.Unlock()
 	close(main.done)

@@ -109,6 +109,8 @@ type Main interface {
 	CloseStdin() error
 	// Signal sends sig to the main command.
 	Signal(sig syscall.Signal) error
+	// Resize changes the size of the main command's terminal.
+	Resize(rows, cols uint16) error
 	// Wait blocks until the main command has ended.
 	Wait() (*airlock.ExecResult, error)
 }

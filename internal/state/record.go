@@ -66,7 +66,9 @@ type Record struct {
 	Isolation string `json:"isolation,omitempty"`
 	Image     string `json:"image,omitempty"`
 	// Command is the sandbox's main command; empty when it has none.
-	Command   []string  `json:"command,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// TTY says that the main command runs on a terminal (run -d -t).
+	TTY       bool      `json:"tty,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// StoppedAt is zero while the sandbox runs.
 	StoppedAt time.Time `json:"stopped_at,omitzero"`
