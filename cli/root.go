@@ -56,10 +56,12 @@ type app struct {
 	// base is the built-in configuration every sandbox starts from.
 	base  airlock.Config
 	extra func() []*cobra.Command
+	// wording puts the server's messages in the CLI's words.
+	wording *cliWording
 }
 
 func newApp(o Options) *app {
-	a := &app{name: o.Name, short: o.Short, version: o.Version, base: o.Config, extra: o.Commands}
+	a := &app{name: o.Name, short: o.Short, version: o.Version, base: o.Config, extra: o.Commands, wording: newCLIWording()}
 	if a.name == "" {
 		a.name = "airlock"
 	}
@@ -74,7 +76,7 @@ func newApp(o Options) *app {
 
 // warnf prints a message on standard error, after the program's name.
 func (a *app) warnf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s: %s\n", a.name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(os.Stderr, "%s: %s\n", a.name, a.wording.words(fmt.Sprintf(format, args...)))
 }
 
 // run runs the command line on args and returns the exit code.

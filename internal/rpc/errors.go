@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/api"
@@ -73,13 +74,16 @@ func internalError(op string, err error) *api.Error {
 func execError(ctx context.Context, e *sandboxEntry, argv []string, err error) *api.Error {
 	var se *airlock.StartError
 	if errors.As(err, &se) {
-		hint := "check the program name (it is looked up in PATH inside the sandbox) or use command to run it through /bin/sh"
-		if !se.NotFound {
-			hint = "check that it is an executable file (chmod +x) for this machine"
+		msg := fmt.Sprintf("cannot run %s: %v", quote(argv0(argv)), se.Err)
+		switch why := se.Err.Error(); {
+		case se.NotFound:
+			msg += ": check the program name (it is looked up in PATH inside the sandbox) or use command to run it through /bin/sh"
+		case strings.Contains(why, "permission denied") || strings.Contains(why, "exec format error"):
+			msg += ": check that it is an executable file (chmod +x) for this machine"
 		}
 		return &api.Error{
 			Code:    api.CodeCommandFailed,
-			Message: fmt.Sprintf("cannot run %s: %v: %s", quote(argv0(argv)), se.Err, hint),
+			Message: msg,
 			Data:    api.CommandFailedData{ExitCode: se.ExitCode()},
 		}
 	}
