@@ -271,6 +271,12 @@ func (a *app) supervise(ctx context.Context) error {
 		}
 	case <-stopped.Done():
 		reason = "killed"
+		if main != nil {
+			// Its main command dies with the sandbox, by SIGKILL: the
+			// code docker reports for a container it killed.
+			killed := 128 + int(syscall.SIGKILL)
+			code = &killed
+		}
 	case <-sb.Done():
 		reason = "stopped"
 	}

@@ -170,14 +170,14 @@ func TestDetachedNames(t *testing.T) {
 			t.Errorf("airlock %q: exit %d, stderr %q", bad, r.code, r.stderr)
 		}
 	}
-	// wait prints the main command's exit code once it ends; -1 for a
-	// sandbox killed before its command ended.
+	// wait prints the main command's exit code once it ends; 137 for a
+	// sandbox killed before its command ended, as docker reports it.
 	job := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "job", "--", "sh", "-c", "sleep 0.5; exit 7"))
 	if out := h.must(nil, "wait", "job"); out != "7\n" {
 		t.Errorf("wait job (%s): %q, want 7", job, out)
 	}
 	h.must(nil, "kill", "web")
-	if out := h.must(nil, "wait", "web", "job"); out != "-1\n7\n" {
+	if out := h.must(nil, "wait", "web", "job"); out != "137\n7\n" {
 		t.Errorf("wait web job: %q", out)
 	}
 	if r := h.run(nil, "wait", "nobody"); r.code == 0 {
@@ -248,6 +248,10 @@ func TestDetachedNames(t *testing.T) {
 		t.Errorf("kill -s of a sandbox with no main command: exit %d, stderr %q", r.code, r.stderr)
 	}
 	h.must(nil, "kill", "hup", idle)
+	// A killed main command ends as docker reports a killed container.
+	if out := h.must(nil, "wait", "hup"); out != "137\n" {
+		t.Errorf("wait after kill: %q, want 137", out)
+	}
 	h.must(nil, "rm", "web")
 	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
 	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {
