@@ -349,6 +349,33 @@ class PolicyResult:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What a sandbox uses now (``sb.usage()``): CPU time so far, memory,
+    processes and network bytes, against its limits (0: none)."""
+
+    time: str
+    cpu_nanos: int
+    cpus: float
+    memory_bytes: int
+    memory_peak_bytes: int
+    memory_limit_bytes: int
+    pids: int
+    pids_limit: int
+    oom_kills: int
+    pids_limit_hits: int
+    net_rx_bytes: int
+    net_tx_bytes: int
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "Usage":
+        return cls(str(r.get("time", "")), int(r.get("cpu_nanos", 0)), float(r.get("cpus", 0)),
+                   int(r.get("memory_bytes", 0)), int(r.get("memory_peak_bytes", 0)),
+                   int(r.get("memory_limit_bytes", 0)), int(r.get("pids", 0)), int(r.get("pids_limit", 0)),
+                   int(r.get("oom_kills", 0)), int(r.get("pids_limit_hits", 0)),
+                   int(r.get("net_rx_bytes", 0)), int(r.get("net_tx_bytes", 0)))
+
+
+@dataclass(frozen=True)
 class Event:
     """An event: ``type`` is exec, file, network or lifecycle and ``detail``
     its object (ExecEvent, FileEvent, ... of api/api.go, as a dict).

@@ -14,7 +14,7 @@ from typing import (IO, Any, Callable, Deque, Dict, Iterator, List, Mapping, Opt
 from . import _protocol as P
 from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
-                        PolicyResult)
+                        PolicyResult, Usage)
 
 PathLike = Union[str, "os.PathLike[str]"]
 EventHandler = Callable[[Event], Any]
@@ -852,6 +852,10 @@ class Sandbox:
     def list_files(self, path: str) -> List[FileInfo]:
         res = self._client._call("list_files", self._p(path=path))
         return [FileInfo.from_wire(f) for f in res.get("files") or []]
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""
+        return Usage.from_wire(self._client._call("stats", P.with_id({}, self.id)))
 
     def stat(self, path: str) -> FileInfo:
         return FileInfo.from_wire(self._client._call("stat", self._p(path=path)))

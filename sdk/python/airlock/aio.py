@@ -22,7 +22,7 @@ from typing import (IO, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Ge
 from . import _protocol as P
 from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
-                        PolicyResult)
+                        PolicyResult, Usage)
 from ._sync import DEFAULT_EVENT_BUFFER, DEFAULT_MAX_BUFFERED_OUTPUT
 
 __all__ = ["Client", "Sandbox", "Process", "Policy", "EventStream"]
@@ -750,6 +750,10 @@ class Sandbox:
     async def list_files(self, path: str) -> List[FileInfo]:
         res = await self._client._call("list_files", self._p(path=path))
         return [FileInfo.from_wire(f) for f in res.get("files") or []]
+
+    async def usage(self) -> Usage:
+        """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""
+        return Usage.from_wire(await self._client._call("stats", P.with_id({}, self.id)))
 
     async def stat(self, path: str) -> FileInfo:
         return FileInfo.from_wire(await self._client._call("stat", self._p(path=path)))

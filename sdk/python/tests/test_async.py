@@ -73,6 +73,9 @@ def test_async_everything(tmp_path: Path) -> None:
             assert await sb.download("/tmp/big", str(dst)) == len(big) and dst.read_bytes() == big
             with pytest.raises(airlock.Unsupported):
                 await sb.policy.get()
+            await sb.exec("head -c 4194304 /dev/zero > /tmp/fill")  # charged to the commands' memory
+            u = await sb.usage()
+            assert u.memory_bytes >= 4 << 20 and u.pids >= 1 and u.memory_limit_bytes > 0, u
             with pytest.raises(airlock.CommandFailed):
                 await sb.exec(["/nope"])
             assert (await sb.client.info()).protocol == 1

@@ -187,6 +187,16 @@ def test_events(sb: airlock.Sandbox) -> None:
     sb.client.unsubscribe()
 
 
+def test_usage(sb: airlock.Sandbox) -> None:
+    sb.exec("head -c 8388608 /dev/zero > /tmp/fill")
+    u = sb.usage()
+    assert isinstance(u, airlock.Usage)
+    assert u.memory_limit_bytes == 512 << 20
+    assert u.memory_bytes >= 8 << 20, u  # the tmpfs file counts
+    assert u.pids >= 1 and u.pids_limit > 0 and u.cpu_nanos > 0
+    assert u.net_rx_bytes == 0 and u.oom_kills == 0
+
+
 def test_policy_without_network(sb: airlock.Sandbox) -> None:
     with pytest.raises(airlock.Unsupported):
         sb.policy.get()

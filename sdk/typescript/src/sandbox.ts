@@ -20,6 +20,7 @@ import type {
   PolicyHosts,
   SandboxEvent,
   StartOptions,
+  Usage,
 } from './types.js';
 import { base64Of, blobOf, toBuffer } from './wire.js';
 
@@ -560,6 +561,18 @@ export class Sandbox {
   async listFiles(path: string): Promise<FileInfo[]> {
     const m = await this.call('list_files', { path });
     return (m.result.files ?? []).map(fileInfo);
+  }
+
+  /** What the sandbox uses now: CPU time so far, memory, processes, network bytes. */
+  async usage(): Promise<Usage> {
+    const r = (await this.call('stats', {})).result ?? {};
+    const n = (k: string) => Number(r[k] ?? 0);
+    return {
+      time: String(r.time ?? ''), cpuNanos: n('cpu_nanos'), cpus: n('cpus'),
+      memoryBytes: n('memory_bytes'), memoryPeakBytes: n('memory_peak_bytes'), memoryLimitBytes: n('memory_limit_bytes'),
+      pids: n('pids'), pidsLimit: n('pids_limit'), oomKills: n('oom_kills'), pidsLimitHits: n('pids_limit_hits'),
+      netRxBytes: n('net_rx_bytes'), netTxBytes: n('net_tx_bytes'),
+    };
   }
 
   /** Describes a file (a final link is not followed: link says where it leads). */

@@ -117,6 +117,25 @@ export interface FileInfo {
 }
 
 /** The host lists of a sandbox's network policy, after a change. */
+/** What a sandbox uses now (sandbox.usage()); limits of 0 are none. */
+export interface Usage {
+  /** When it was read (RFC 3339). */
+  time: string;
+  /** CPU time used so far, in nanoseconds. */
+  cpuNanos: number;
+  /** CPU quota in cores; 0: unlimited. */
+  cpus: number;
+  memoryBytes: number;
+  memoryPeakBytes: number;
+  memoryLimitBytes: number;
+  pids: number;
+  pidsLimit: number;
+  oomKills: number;
+  pidsLimitHits: number;
+  netRxBytes: number;
+  netTxBytes: number;
+}
+
 export interface PolicyHosts {
   allowedHosts: string[];
   deniedHosts: string[];

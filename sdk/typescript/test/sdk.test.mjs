@@ -95,6 +95,15 @@ describe('one sandbox', { skip }, () => {
     assert.equal((await sb.exec('pgrep -x sleep || true')).stdoutText, '');
   });
 
+  test('usage: memory against its limit, processes, CPU', async () => {
+    await sb.exec('head -c 8388608 /dev/zero > /tmp/fill');
+    const u = await sb.usage();
+    assert.equal(u.memoryLimitBytes, 512 * 1024 * 1024);
+    assert.ok(u.memoryBytes >= 8 * 1024 * 1024, JSON.stringify(u));
+    assert.ok(u.pids >= 1 && u.pidsLimit > 0 && u.cpuNanos > 0, JSON.stringify(u));
+    await sb.exec('rm /tmp/fill');
+  });
+
   test('start: output streams in order, stdin is written and closed', async () => {
     const p = sb.start(['sh', '-c', 'echo one; echo two >&2; cat; echo three'], { openStdin: true });
     await p.write('typed\n');
