@@ -3,6 +3,7 @@ package readme_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,3 +127,107 @@ func TestReadmeCLILines(t *testing.T) {
 		t.Errorf("ran %d of README.md's CLI lines, want at least 10", ran)
 	}
 }
+
+// detachedBlock is README.md's block of sandboxes that outlive a command:
+// one shell session, its lines in order.
+func detachedBlock(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### Sandboxes that outlive a command\n")
+	if !ok {
+		t.Fatal("README.md has no section on sandboxes that outlive a command")
+	}
+	_, block, ok := strings.Cut(section, "\n```sh\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("README.md's section on sandboxes that outlive a command has no sh block")
+	}
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		if i := strings.Index(l, "  # "); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// TestReadmeDetachedSession runs README.md's block on sandboxes that
+// outlive a command as one shell session, in order: every line must
+// succeed. Lines that follow a running command (logs -f, attach) are
+// stopped after a few seconds, as a user stops them; -it needs a terminal
+// (the CLI's own tests drive one).
+func TestReadmeDetachedSession(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as the README's sandboxes with networks do")
+	}
+	dir, err := testbin.Dir("readme-detached-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bins := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testbin.Build(bins, "airlock", "airlock-guest"); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(filepath.Join(work, "src", "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(work, "src", "main.py"), []byte("print('hi')\n"), 0o644)
+	os.WriteFile(filepath.Join(work, "src", "pkg", "util.py"), []byte("X = 1\n"), 0o644)
+	home := filepath.Join(dir, "home")
+	t.Cleanup(func() {
+		kill := exec.Command(filepath.Join(bins, "airlock"), "kill", "--all")
+		kill.Env = append(os.Environ(), "AIRLOCK_HOME="+home)
+		kill.Run()
+	})
+
+	var script strings.Builder
+	script.WriteString("set -u\n")
+	ran := 0
+	for i, line := range detachedBlock(t) {
+		switch {
+		case strings.Contains(line, " -it "):
+			t.Logf("not run here (needs a terminal; cli's TTY tests drive one): %s", line)
+			continue
+		case strings.Contains(line, "logs -f") || strings.HasPrefix(line, "airlock attach"):
+			// Following a running command: stopped as a user stops it.
+			fmt.Fprintf(&script, "timeout -s KILL 3 %s; rc=$?; [ $rc = 137 ] || { echo 'line %d (%s) ended with '$rc >&2; exit 1; }\n", line, i+1, shellQuoteless(line))
+		default:
+			fmt.Fprintf(&script, "%s || { echo 'line %d (%s) failed' >&2; exit 1; }\n", line, i+1, shellQuoteless(line))
+		}
+		ran++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script.String())
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "PATH="+bins+":"+os.Getenv("PATH"), "AIRLOCK_HOME="+home)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("README.md's session failed: %v\n%s", err, out.String())
+	}
+	if ran < 15 {
+		t.Errorf("ran %d of the block's lines, want at least 15", ran)
+	}
+	// What the lines did: the tree went in and came back out.
+	for _, p := range []string{"out/main.py", "out/pkg/util.py", "src/main.py"} {
+		if _, err := os.Stat(filepath.Join(work, p)); err != nil {
+			t.Errorf("after the session: %v", err)
+		}
+	}
+}
+
+// shellQuoteless is line without single quotes, to name it in a message
+// that is itself single-quoted.
+func shellQuoteless(line string) string { return strings.ReplaceAll(line, "'", "") }
