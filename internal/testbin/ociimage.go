@@ -26,16 +26,14 @@ type LayerFile struct {
 	UID, GID         int
 }
 
-// BusyboxLayout writes, in the new folder dir, an OCI image layout
-// holding one image for this machine, tagged tag: Debian's static
-// busybox (/bin/busybox, from busybox-static) with its applets linked,
-// then a layer for each of layers, and cfg as its config. It returns the
-// reference that names it ("oci:DIR:TAG"), or an error when busybox is
-// missing.
-func BusyboxLayout(dir, tag string, cfg v1.Config, layers ...[]LayerFile) (string, error) {
+// BusyboxImage is an image for this machine: Debian's static busybox
+// (/bin/busybox, from busybox-static) with its applets linked, then a
+// layer for each of layers, and cfg as its config. It fails when busybox
+// is missing.
+func BusyboxImage(cfg v1.Config, layers ...[]LayerFile) (v1.Image, error) {
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
-		return "", fmt.Errorf("no /bin/busybox (Debian's busybox-static): %w", err)
+		return nil, fmt.Errorf("no /bin/busybox (Debian's busybox-static): %w", err)
 	}
 	base := []LayerFile{{Name: "bin/", Type: tar.TypeDir, Mode: 0o755}, {Name: "bin/busybox", Body: string(bb), Mode: 0o755}}
 	for _, a := range BusyboxApplets {
@@ -45,19 +43,27 @@ func BusyboxLayout(dir, tag string, cfg v1.Config, layers ...[]LayerFile) (strin
 	for _, files := range append([][]LayerFile{base}, layers...) {
 		l, err := layerOf(files)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if img, err = mutate.AppendLayers(img, l); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Config = "linux", runtime.GOARCH, cfg
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
+	return mutate.ConfigFile(img, cf)
+}
+
+// BusyboxLayout writes, in the new folder dir, an OCI image layout
+// holding one BusyboxImage, tagged tag. It returns the reference that
+// names it ("oci:DIR:TAG").
+func BusyboxLayout(dir, tag string, cfg v1.Config, layers ...[]LayerFile) (string, error) {
+	img, err := BusyboxImage(cfg, layers...)
+	if err != nil {
 		return "", err
 	}
 	p, err := layout.Write(dir, empty.Index)

@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // registry is Debian's docker-registry (the CNCF distribution registry),
@@ -59,26 +61,9 @@ func freePort(t testing.TB) string {
 
 func startRegistry(t testing.TB, o registryOptions) *registry {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Fatal("docker-registry is not installed: run scripts/deps.sh (Debian: apt-get install docker-registry)")
-	}
-	dir := t.TempDir()
 	addr := freePort(t)
 	r := &registry{Direct: addr, blobs: map[string]int{}}
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, filepath.Join(dir, "storage"), addr)
+	htpasswd := ""
 	if o.auth {
 		hp, err := exec.LookPath("htpasswd")
 		if err != nil {
@@ -89,39 +74,9 @@ http:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "htpasswd"), out, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: airlock-test\n    path: %s\n", filepath.Join(dir, "htpasswd"))
+		htpasswd = string(out)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", filepath.Join(dir, "config.yml"))
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("docker-registry's output:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry did not answer on %s: %v\n%s", addr, err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testbin.RunRegistry(t, addr, htpasswd)
 
 	target, _ := url.Parse("http://" + addr)
 	proxy := httputil.NewSingleHostReverseProxy(target)
