@@ -26,8 +26,8 @@ const maxRunningHooks = 1024
 //
 // Which hook each operation calls:
 //   - Open and Create: BeforeOpen with the open flags.
-//   - Mkdir, Symlink (the link's path) and Link (the new path), which
-//     make a name: BeforeOpen with O_WRONLY|O_CREATE|O_EXCL.
+//   - Mkdir, Symlink (the link's path), Mknod and Link (the new path),
+//     which make a name: BeforeOpen with O_WRONLY|O_CREATE|O_EXCL.
 //   - Handle.WriteAt: BeforeWrite, then AfterWrite with the bytes
 //     written, if any.
 //   - Truncate and Handle.Truncate: BeforeWrite with off the new size and
@@ -197,6 +197,12 @@ func (w *hooked) Symlink(ctx context.Context, target, link string) error {
 		return err
 	}
 	return w.p.Symlink(ctx, target, link)
+}
+func (w *hooked) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := w.beforeOpen(ctx, p, createFlags); err != nil {
+		return err
+	}
+	return w.p.Mknod(ctx, p, mode)
 }
 func (w *hooked) Readlink(ctx context.Context, p string) (string, error) {
 	return w.p.Readlink(ctx, p)

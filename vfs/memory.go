@@ -31,8 +31,8 @@ type MemoryOptions struct {
 	// that were written to (a hole costs nothing), and symlink targets.
 	// 0 means DefaultMemoryBytes.
 	MaxBytes int64
-	// MaxInodes bounds the number of files, directories and symlinks,
-	// the root and removed files still open included. 0 means
+	// MaxInodes bounds the number of files, directories, symlinks and
+	// special files, the root and removed files still open included. 0 means
 	// DefaultMemoryInodes.
 	MaxInodes int64
 	// RootMode is the permission bits of the root directory; 0 means
@@ -44,6 +44,7 @@ type MemoryOptions struct {
 // Memory is a Provider that keeps its tree in memory, within quotas of
 // bytes and inodes: a write that would exceed them fails with ENOSPC, and
 // the tree stays usable. Files are sparse, and may have several names.
+// It holds FIFOs and sockets (Mknod), never devices.
 // Memory does not check permissions (the sandbox's kernel does), and
 // does not update access times on reads.
 //
@@ -73,7 +74,7 @@ type memNode struct {
 	size  int64                     // regular file
 	pages map[int64]*[pageSize]byte // regular file, by page index
 
-	target string // symlink
+	target string // symlink; a FIFO or a socket has only its mode
 
 	children map[string]*memNode // directory
 	sorted   []string            // directory: names in order, nil when stale
@@ -564,6 +565,39 @@ func (m *Memory) symlink(ctx context.Context, target, link string) error {
 	}
 	n.target = target
 	m.usedBytes += int64(len(target))
+	d.link(name, n, n.mtime)
+	return nil
+}
+
+// Mknod implements Provider: a FIFO or a socket, never a device (EPERM).
+func (m *Memory) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	err := m.mknod(ctx, p, mode)
+	if err == nil {
+		m.notify(ctx, p)
+	}
+	return err
+}
+
+func (m *Memory) mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := CheckMknod(mode); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p == "/" {
+		return syscall.EEXIST
+	}
+	d, name, err := m.lookupParent(p)
+	if err != nil {
+		return err
+	}
+	if d.children[name] != nil {
+		return syscall.EEXIST
+	}
+	n, err := m.newNode(ctx, d, mode.Type()|mode&permBits)
+	if err != nil {
+		return err
+	}
 	d.link(name, n, n.mtime)
 	return nil
 }

@@ -64,6 +64,8 @@ func snapshot(t testing.TB, p vfs.Provider) map[string]string {
 					t.Fatalf("readlink %s: %v", path, err)
 				}
 				desc += " -> " + target
+			case fi.Mode.Type() == fs.ModeNamedPipe, fi.Mode.Type() == fs.ModeSocket:
+				// No data, and not to be opened.
 			default:
 				desc += " " + readAll(t, p, path)
 			}
@@ -101,7 +103,7 @@ func readAll(t testing.TB, p vfs.Provider, path string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-var modelPaths = []string{"/", "/a", "/b", "/c", "/s", "/a/b", "/a/c", "/a/c/a", "/d", "/d/e", "/a/x", "/c/x", "/b/x", "/a/c/y"}
+var modelPaths = []string{"/", "/a", "/b", "/c", "/s", "/a/b", "/a/c", "/a/c/a", "/d", "/d/e", "/a/x", "/c/x", "/b/x", "/a/c/y", "/p"}
 
 // applyOp runs one operation chosen by the bytes of op and describes its
 // outcome, for comparing providers.
@@ -120,7 +122,7 @@ func applyOp(p vfs.Provider, op [4]byte) string {
 		n, err := h.WriteAt(ctx, []byte(strings.Repeat(string(rune('a'+arg%26)), int(arg%7)+1)), off)
 		return fmt.Sprintf("%d %s", n, res(err))
 	}
-	switch op[0] % 15 {
+	switch op[0] % 16 {
 	case 0:
 		return writeAt(os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0)
 	case 1:
@@ -171,6 +173,12 @@ func applyOp(p vfs.Provider, op [4]byte) string {
 			err = nil
 		}
 		return fmt.Sprintf("%q %s", buf[:n], res(err))
+	case 15:
+		mode := fs.ModeNamedPipe
+		if arg%2 == 1 {
+			mode = fs.ModeSocket
+		}
+		return res(p.Mknod(ctx, p1, mode|fs.FileMode(arg)&0o777|0o600))
 	default:
 		s, err := p.Readlink(ctx, p1)
 		return s + " " + res(err)
@@ -184,18 +192,27 @@ type modelCase struct {
 	mem   *vfs.Memory  // checked within quota, if not nil
 }
 
+// populateModel makes populate's tree and a FIFO, /p.
+func populateModel(t testing.TB, p vfs.Provider) {
+	t.Helper()
+	populate(t, p)
+	if err := p.Mknod(context.Background(), "/p", fs.ModeNamedPipe|0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // modelProviders returns the reference and the providers compared with
-// it, all starting with populate's tree.
+// it, all starting with populateModel's tree.
 func modelProviders(t testing.TB) (ref vfs.Provider, cases []modelCase) {
 	t.Helper()
 	ref = vfs.NewMemory(vfs.MemoryOptions{})
-	populate(t, ref)
+	populateModel(t, ref)
 	real := newRealFSIn(t, t.TempDir())
-	populate(t, real)
+	populateModel(t, real)
 	memLower := vfs.NewMemory(vfs.MemoryOptions{})
-	populate(t, memLower)
+	populateModel(t, memLower)
 	realLower := newRealFSIn(t, t.TempDir())
-	populate(t, realLower)
+	populateModel(t, realLower)
 	memUpper := vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 1 << 30})
 	return ref, []modelCase{
 		{name: "realfs", p: real},

@@ -13,8 +13,9 @@ import (
 // Event describes one change to a tree, or one refused.
 //
 // Op is one of "create", "write", "truncate", "mkdir", "remove",
-// "rename", "symlink", "link", "chmod", "chown", "utimens", and "open"
-// for a refused open of an existing file. Path is the file; To is the new
+// "rename", "symlink", "link", "mknod" (a FIFO or a socket made, or a
+// device refused), "chmod", "chown", "utimens", and "open" for a refused
+// open of an existing file. Path is the file; To is the new
 // path of a rename or link, and the target of a symlink. Size is the
 // bytes written for "write" and the new size for "truncate".
 //
@@ -126,6 +127,12 @@ func (o *observed) Rename(ctx context.Context, oldPath, newPath string) error {
 func (o *observed) Symlink(ctx context.Context, target, link string) error {
 	err := o.p.Symlink(ctx, target, link)
 	o.emit(Event{Op: "symlink", Path: link, To: target}, err)
+	return err
+}
+
+func (o *observed) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	err := o.p.Mknod(ctx, p, mode)
+	o.emit(Event{Op: "mknod", Path: p}, err)
 	return err
 }
 

@@ -42,7 +42,8 @@ const copyBuf = 1 << 20
 //
 // A file of lower is copied whole into upper (with its mode, owner and
 // times) before it is opened for writing, truncated, or its metadata
-// changed, linked or renamed; a directory of lower is made in upper
+// changed, linked or renamed (a FIFO or a socket is made anew in upper,
+// a device cannot be: EOPNOTSUPP); a directory of lower is made in upper
 // (empty) before anything is made in it. Renaming a directory that has
 // entries in lower copies its whole tree up first.
 //
@@ -255,7 +256,14 @@ func (o *overlay) copyUp(ctx context.Context, p string) error {
 			return err
 		}
 		return nil
+	case fi.Mode.Type() == fs.ModeNamedPipe, fi.Mode.Type() == fs.ModeSocket:
+		// A FIFO or a socket has no data: its copy is a new one.
+		if err := o.upper.Mknod(ctx, p, fi.Mode.Type()|fi.Mode&permBits); err != nil {
+			return err
+		}
+		return o.copyMeta(ctx, p, fi)
 	}
+	// A device of lower cannot be made in upper.
 	return syscall.EOPNOTSUPP
 }
 
@@ -687,6 +695,32 @@ func (o *overlay) Symlink(ctx context.Context, target, link string) error {
 		return err
 	}
 	return o.dropWhiteout(ctx, link)
+}
+
+func (o *overlay) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := CheckMknod(mode); err != nil {
+		return err
+	}
+	if reserved(p) {
+		return syscall.EPERM
+	}
+	if p == "/" {
+		return syscall.EEXIST
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, _, err := o.resolve(ctx, p); err == nil {
+		return syscall.EEXIST
+	} else if !isErrno(err, syscall.ENOENT) {
+		return err
+	}
+	if err := o.parentDir(ctx, p); err != nil {
+		return err
+	}
+	if err := o.upper.Mknod(ctx, p, mode); err != nil {
+		return err
+	}
+	return o.dropWhiteout(ctx, p)
 }
 
 func (o *overlay) Readlink(ctx context.Context, p string) (string, error) {

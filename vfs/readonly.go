@@ -54,6 +54,7 @@ func (r readonly) Symlink(ctx context.Context, target, link string) error      {
 func (r readonly) Readlink(ctx context.Context, p string) (string, error) {
 	return r.p.Readlink(ctx, p)
 }
+func (r readonly) Mknod(ctx context.Context, p string, mode fs.FileMode) error { return syscall.EROFS }
 func (r readonly) Link(ctx context.Context, oldPath, newPath string) error     { return syscall.EROFS }
 func (r readonly) Chmod(ctx context.Context, p string, mode fs.FileMode) error { return syscall.EROFS }
 func (r readonly) Chown(ctx context.Context, p string, uid, gid int) error     { return syscall.EROFS }

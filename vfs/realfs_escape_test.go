@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,5 +226,52 @@ func TestRealFSHandles(t *testing.T) {
 	}
 	if _, ok := h.(interface{ Fd() uintptr }); ok {
 		t.Log("handle exposes its descriptor")
+	}
+}
+
+// RealFS makes FIFOs and sockets on the host beneath its directory only,
+// never through a symlink and never a device, even as root.
+func TestRealFSMknod(t *testing.T) {
+	ctx := context.Background()
+	p, root, outside := escapeSetup(t)
+	if err := os.Symlink(outside, filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "new"), filepath.Join(root, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		mode fs.FileMode
+		want syscall.Errno
+	}{
+		{"/out/p", fs.ModeNamedPipe | 0o644, syscall.ELOOP},
+		{"/dangling", fs.ModeNamedPipe | 0o644, syscall.EEXIST},
+		{"/null", fs.ModeDevice | fs.ModeCharDevice | 0o666, syscall.EPERM},
+		{"/sda", fs.ModeDevice | 0o600, syscall.EPERM},
+		{"/out/null", fs.ModeDevice | fs.ModeCharDevice | 0o666, syscall.EPERM},
+	} {
+		if err := p.Mknod(ctx, tc.path, tc.mode); vfs.Errno(err) != tc.want {
+			t.Errorf("mknod %s %v: %v, want %v", tc.path, tc.mode, err, tc.want)
+		}
+	}
+	for _, n := range []string{"null", "sda"} {
+		if _, err := os.Lstat(filepath.Join(root, n)); !os.IsNotExist(err) {
+			t.Errorf("%s exists on the host: %v", n, err)
+		}
+	}
+	checkOutside(t, outside)
+
+	if err := p.Mknod(ctx, "/p", fs.ModeNamedPipe|fs.ModeSetgid|0o751); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Mknod(ctx, "/s", fs.ModeSocket|0o777); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]fs.FileMode{"p": fs.ModeNamedPipe | fs.ModeSetgid | 0o751, "s": fs.ModeSocket | 0o777} {
+		fi, err := os.Lstat(filepath.Join(root, n))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%s on the host: %v %v, want %v (the umask must not cut it)", n, fi.Mode(), err, want)
+		}
 	}
 }

@@ -372,6 +372,68 @@ func (r *realFS) Symlink(ctx context.Context, target, link string) error {
 	})
 }
 
+// Mknod makes a FIFO or a socket's name with mknodat, in the directory
+// that holds p (resolved beneath the provider's directory), by its last
+// name, which mknodat never follows. It never makes a device: the type
+// is checked first, and only S_IFIFO or S_IFSOCK is ever passed on.
+func (r *realFS) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := CheckMknod(mode); err != nil {
+		return err
+	}
+	typ := uint32(unix.S_IFIFO)
+	if mode.Type() == fs.ModeSocket {
+		typ = unix.S_IFSOCK
+	}
+	if p == "/" {
+		return syscall.EEXIST
+	}
+	return r.at(p, func(dfd int, name string) error {
+		if err := unix.Mknodat(dfd, name, typ|unixPerm(mode)&0o777, 0); err != nil {
+			return err
+		}
+		fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != typ {
+			// Another file took the name meanwhile: not ours to change.
+			return syscall.EEXIST
+		}
+		if err := r.ownSpecial(ctx, fd, dfd, mode); err != nil {
+			unix.Unlinkat(dfd, name, 0)
+			return err
+		}
+		return nil
+	})
+}
+
+// ownSpecial gives the special file that the O_PATH descriptor fd names
+// (a FIFO or a socket cannot be opened for fchown and fchmod) its
+// caller's owner, when running as root, and exactly the mode asked for,
+// which the process's umask may have cut.
+func (r *realFS) ownSpecial(ctx context.Context, fd, dfd int, mode fs.FileMode) error {
+	if c, ok := CallerFrom(ctx); ok && r.asRoot {
+		var pst unix.Stat_t
+		if err := unix.Fstat(dfd, &pst); err != nil {
+			return err
+		}
+		gid := int(c.GID)
+		if pst.Mode&unix.S_ISGID != 0 {
+			gid = -1
+		}
+		if err := unix.Fchownat(fd, "", int(c.UID), gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	// The magic link of an O_PATH descriptor names its very inode.
+	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), unixPerm(mode), 0)
+}
+
 func (r *realFS) Readlink(ctx context.Context, p string) (string, error) {
 	var s string
 	err := r.at(p, func(dfd int, name string) error {
@@ -457,6 +519,19 @@ func (r *realFS) Chown(ctx context.Context, p string, uid, gid int) error {
 
 func (r *realFS) Truncate(ctx context.Context, p string, size int64) error {
 	return r.at(p, func(dfd int, name string) error {
+		// Only a regular file is opened: a FIFO's open for writing
+		// would fail (ENXIO) or wake a reader on the host.
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+		case unix.S_IFDIR:
+			return unix.EISDIR
+		default:
+			return unix.EINVAL
+		}
 		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		if err == unix.ELOOP {
 			return unix.EINVAL
@@ -465,7 +540,6 @@ func (r *realFS) Truncate(ctx context.Context, p string, size int64) error {
 			return err
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return err
 		}

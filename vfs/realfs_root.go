@@ -197,6 +197,18 @@ func (r *rootFS) Symlink(ctx context.Context, target, link string) error {
 	return nil
 }
 
+// Mknod implements Provider: os.Root cannot make special files, so this
+// RealFS makes none (EPERM); devices are refused first, as everywhere.
+func (r *rootFS) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := CheckMknod(mode); err != nil {
+		return err
+	}
+	if _, err := r.rel(p); err != nil {
+		return err
+	}
+	return syscall.EPERM
+}
+
 func (r *rootFS) Readlink(ctx context.Context, p string) (string, error) {
 	rel, err := r.rel(p)
 	if err != nil {

@@ -232,6 +232,14 @@ func (r *mountRouter) Symlink(ctx context.Context, target, link string) error {
 	return r.fix(link, m.p.Symlink(ctx, target, sub))
 }
 
+func (r *mountRouter) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if r.pinned(p) {
+		return syscall.EEXIST
+	}
+	m, sub := r.route(p)
+	return r.fix(p, m.p.Mknod(ctx, sub, mode))
+}
+
 func (r *mountRouter) Readlink(ctx context.Context, p string) (string, error) {
 	m, sub := r.route(p)
 	return m.p.Readlink(ctx, sub)

@@ -91,6 +91,15 @@ type Provider interface {
 
 	Symlink(ctx context.Context, target, link string) error
 	Readlink(ctx context.Context, path string) (string, error)
+	// Mknod makes a special file at path, owned by the caller: a FIFO
+	// (mode's type fs.ModeNamedPipe) or the name of a UNIX socket
+	// (fs.ModeSocket), with mode's permission, set-id and sticky bits.
+	// A device (fs.ModeDevice) is EPERM: no built-in provider makes
+	// one, and one on the host must never make a device node there.
+	// Any other type is EINVAL (CheckMknod). A special file holds no
+	// data: the sandbox's kernel gives a FIFO its pipe and a socket its
+	// listener, so opening one through a provider is ENXIO.
+	Mknod(ctx context.Context, path string, mode fs.FileMode) error
 	// Link makes newPath another name of the file at oldPath.
 	Link(ctx context.Context, oldPath, newPath string) error
 
@@ -146,6 +155,19 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	return c, ok
+}
+
+// CheckMknod checks the type of a Mknod's mode: nil for a FIFO or a
+// socket, EPERM for a device (character or block), EINVAL for anything
+// else. Providers call it before making anything.
+func CheckMknod(mode fs.FileMode) error {
+	switch mode.Type() {
+	case fs.ModeNamedPipe, fs.ModeSocket:
+		return nil
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		return syscall.EPERM
+	}
+	return syscall.EINVAL
 }
 
 // Errno returns the errno that err stands for: err's own if it wraps a

@@ -80,6 +80,9 @@ func (s *sub) Rename(ctx context.Context, from, to string) error {
 func (s *sub) Symlink(ctx context.Context, target, link string) error {
 	return s.p.Symlink(ctx, target, s.at(link))
 }
+func (s *sub) Mknod(ctx context.Context, q string, mode fs.FileMode) error {
+	return s.p.Mknod(ctx, s.at(q), mode)
+}
 func (s *sub) Readlink(ctx context.Context, q string) (string, error) {
 	return s.p.Readlink(ctx, s.at(q))
 }
@@ -191,6 +194,12 @@ func (b *blocker) Symlink(ctx context.Context, target, link string) error {
 		return err
 	}
 	return b.p.Symlink(ctx, target, link)
+}
+func (b *blocker) Mknod(ctx context.Context, q string, mode fs.FileMode) error {
+	if err := b.check(q, true); err != nil {
+		return err
+	}
+	return b.p.Mknod(ctx, q, mode)
 }
 func (b *blocker) Readlink(ctx context.Context, q string) (string, error) {
 	if err := b.check(q, false); err != nil {

@@ -3,6 +3,7 @@ package mounts_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"slices"
 	"syscall"
@@ -76,5 +77,16 @@ func TestSubAndBlock(t *testing.T) {
 	}
 	if err := view.Symlink(ctx, "/etc/passwd", "/.env"); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("symlink at a blocked path: %v, want EACCES", err)
+	}
+	for _, p := range []string{"/.env", "/secret/p"} {
+		if err := view.Mknod(ctx, p, fs.ModeNamedPipe|0o644); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("mknod at blocked %s: %v, want EACCES", p, err)
+		}
+	}
+	if err := view.Mknod(ctx, "/open/p", fs.ModeNamedPipe|0o644); err != nil {
+		t.Errorf("mknod through the view: %v", err)
+	}
+	if fi, err := mem.Stat(ctx, "/m/open/p"); err != nil || fi.Mode.Type() != fs.ModeNamedPipe {
+		t.Errorf("the view's FIFO in the provider: %+v %v", fi, err)
 	}
 }

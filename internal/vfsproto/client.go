@@ -473,6 +473,16 @@ func (c *Client) Symlink(ctx context.Context, target, link string) error {
 	return err
 }
 
+// Mknod implements vfs.Provider. A device is refused here (EPERM), as
+// the server would.
+func (c *Client) Mknod(ctx context.Context, path string, mode fs.FileMode) error {
+	if err := vfs.CheckMknod(mode); err != nil {
+		return err
+	}
+	_, err := c.pathOp(ctx, request{Op: opMknod, Path: path, Mode: linuxMode(mode) & (sIFMT | 0o7777)})
+	return err
+}
+
 // Readlink implements vfs.Provider.
 func (c *Client) Readlink(ctx context.Context, path string) (string, error) {
 	resp, err := c.pathOp(ctx, request{Op: opReadlink, Path: path})

@@ -45,6 +45,9 @@ func seedRequests() []struct {
 		{request{ID: 21, Op: opInterrupt, Interrupt: 5}, nil},
 		{request{ID: 22, Op: opClose, Handle: 1}, nil},
 		{request{ID: 23, Op: opRemove, Path: "/h"}, nil},
+		{request{ID: 24, Op: opMknod, Path: "/d/p", Mode: sIFIFO | 0o644}, nil},
+		{request{ID: 25, Op: opMknod, Path: "/d/s", Mode: sIFSOCK | 0o755}, nil},
+		{request{ID: 26, Op: opMknod, Path: "/d/c", Mode: sIFCHR | 0o666}, nil},
 	}
 }
 
@@ -69,6 +72,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		_, _ = fromWireTime(req.ATime)
 		_, _ = ownerID(req.Owner)
 		_ = fileMode(req.Mode)
+		_, _ = mknodMode(req.Mode)
 		// What decoded encodes to what decodes the same.
 		again, payload2, err := c.decodeRequest(requestFrame(c, req, payload)[4:])
 		if err != nil {

@@ -181,6 +181,7 @@ func TestHostileRequests(t *testing.T) {
 		eNOSYS       = 38
 		eBADF        = 9
 		eNOENT       = 2
+		ePERM        = 1
 	)
 	for _, tc := range []struct {
 		name string
@@ -211,9 +212,22 @@ func TestHostileRequests(t *testing.T) {
 		{"handle 0", request{Op: opFstat}, nil, eBADF},
 		{"close unknown", request{Op: opClose, Handle: 1 << 63}, nil, eBADF},
 		{"readdir of nothing", request{Op: opReaddir, Path: "/nope", Count: 1 << 31, Bytes: 1 << 31}, nil, eNOENT},
+		{"mknod of a character device", request{Op: opMknod, Path: "/null", Mode: sIFCHR | 0o666}, nil, ePERM},
+		{"mknod of a block device", request{Op: opMknod, Path: "/sda", Mode: sIFBLK | 0o600}, nil, ePERM},
+		{"mknod of a directory", request{Op: opMknod, Path: "/d", Mode: sIFDIR | 0o755}, nil, eINVAL},
+		{"mknod of no type", request{Op: opMknod, Path: "/r", Mode: 0o644}, nil, eINVAL},
+		{"mknod of a bad type", request{Op: opMknod, Path: "/r", Mode: 0o030000 | 0o644}, nil, eINVAL},
+		{"mknod with bits beyond the mode", request{Op: opMknod, Path: "/p", Mode: 1<<20 | sIFIFO | 0o644}, nil, eINVAL},
+		{"mknod of a bad path", request{Op: opMknod, Path: "/a/../p", Mode: sIFIFO | 0o644}, nil, eINVAL},
+		{"mknod of a long path", request{Op: opMknod, Path: strings.Repeat("/x", MaxPath), Mode: sIFIFO | 0o644}, nil, eNAMETOOLONG},
 	} {
 		if got := errno(tc.req, tc.data); got != tc.want {
 			t.Errorf("%s: errno %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	for _, p := range []string{"/null", "/sda", "/d", "/r", "/p"} {
+		if _, err := tfs.Stat(context.Background(), p); err == nil {
+			t.Errorf("a refused mknod made %s", p)
 		}
 	}
 

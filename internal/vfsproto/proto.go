@@ -38,7 +38,9 @@
 // # Bounds
 //
 // A path is at most MaxPath bytes and each of its names at most MaxName; a
-// symlink's target at most MaxTarget. A read or a write moves at most
+// symlink's target at most MaxTarget. Mknod makes FIFOs and sockets only:
+// a device's type is EPERM, any other EINVAL, and no device number
+// travels. A read or a write moves at most
 // MaxData bytes; a directory page holds at most MaxPageEntries entries and
 // MaxPageBytes bytes of names. A connection has at most MaxInflight
 // requests executing (the server stops reading beyond that) and at most
@@ -107,6 +109,10 @@ const (
 	opClose
 	// opInterrupt cancels the request Target; it has no response.
 	opInterrupt
+	// opMknod makes a FIFO or a socket: Mode holds its type too. Ops
+	// added later come after the others, so that every op keeps its
+	// number.
+	opMknod
 	opMax
 )
 
@@ -156,6 +162,8 @@ func opName(op uint8) string {
 		return "close"
 	case opInterrupt:
 		return "interrupt"
+	case opMknod:
+		return "mknod"
 	}
 	return fmt.Sprintf("op%d", op)
 }
@@ -189,7 +197,8 @@ type request struct {
 	Target string `cbor:"8,keyasint,omitempty"`
 	// Flags are open's flags, with Linux's values.
 	Flags uint32 `cbor:"9,keyasint,omitempty"`
-	// Mode holds Linux mode bits (permissions, set-id and sticky).
+	// Mode holds Linux mode bits (permissions, set-id and sticky), and
+	// for mknod the file's type (S_IFIFO or S_IFSOCK) too.
 	Mode uint32 `cbor:"10,keyasint,omitempty"`
 	// Owner and Group are chown's ids, -1 to keep one.
 	Owner int64 `cbor:"11,keyasint,omitempty"`

@@ -540,6 +540,16 @@ func (ss *session) exec(ctx context.Context, req *request, payload []byte) resul
 		}
 		defer ss.changed()
 		return done(p.Symlink(ctx, req.Target, req.Path))
+	case opMknod:
+		if err := checkPath(req.Path); err != nil {
+			return fail(err)
+		}
+		mode, err := mknodMode(req.Mode)
+		if err != nil {
+			return fail(err)
+		}
+		defer ss.changed()
+		return done(p.Mknod(ctx, req.Path, mode))
 	case opReadlink:
 		if err := checkPath(req.Path); err != nil {
 			return fail(err)

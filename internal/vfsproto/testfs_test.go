@@ -208,6 +208,16 @@ func (t *testFS) Symlink(ctx context.Context, target, link string) error {
 	return t.add(ctx, link, n)
 }
 
+func (t *testFS) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	if err := vfs.CheckMknod(mode); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	n := t.newNode(ctx, mode.Type()|mode.Perm())
+	t.mu.Unlock()
+	return t.add(ctx, p, n)
+}
+
 func (t *testFS) Readlink(ctx context.Context, p string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

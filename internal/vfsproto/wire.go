@@ -119,6 +119,22 @@ func fileMode(m uint32) fs.FileMode {
 	return r
 }
 
+// mknodMode checks mknod's Linux mode m (a type, permissions, set-id and
+// sticky bits, nothing else) and returns it as an fs.FileMode: a FIFO's
+// or a socket's; a device's type is EPERM, any other EINVAL.
+func mknodMode(m uint32) (fs.FileMode, error) {
+	if m&^(sIFMT|0o7777) != 0 {
+		return 0, syscall.EINVAL
+	}
+	switch m & sIFMT {
+	case sIFIFO, sIFSOCK:
+		return fileMode(m), nil
+	case sIFCHR, sIFBLK:
+		return 0, syscall.EPERM
+	}
+	return 0, syscall.EINVAL
+}
+
 // Linux's open flags that providers understand.
 const (
 	lRDONLY = 0o0

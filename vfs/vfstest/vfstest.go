@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -41,6 +42,8 @@ func Run(t *testing.T, newProvider func(t *testing.T) vfs.Provider) {
 		{"RenameDir", testRenameDir},
 		{"Symlink", testSymlink},
 		{"Link", testLink},
+		{"Mknod", testMknod},
+		{"MknodOwner", testMknodOwner},
 		{"Chmod", testChmod},
 		{"Owner", testOwner},
 		{"Utimens", testUtimens},
@@ -487,6 +490,113 @@ func testLink(t *testing.T, p vfs.Provider) {
 	must(t, "link a symlink", p.Link(ctx, "/vt-s", "/vt-s2"))
 	if fi := stat(t, p, "/vt-s2"); fi.Mode&fs.ModeSymlink == 0 {
 		t.Fatalf("link to a symlink followed it: %+v", fi)
+	}
+}
+
+// testMknod: FIFOs and sockets are made, listed, linked, renamed and
+// removed like files, hold no data and cannot be opened through the
+// provider; devices and other types are refused and leave nothing.
+func testMknod(t *testing.T, p vfs.Provider) {
+	err := p.Mknod(ctx, "/vt-p", fs.ModeNamedPipe|0o640)
+	if vfs.Errno(err) == syscall.EPERM && runtime.GOOS != "linux" {
+		t.Skipf("no special files on %s: %v", runtime.GOOS, err)
+	}
+	must(t, "mknod a FIFO", err)
+	must(t, "mknod a socket", p.Mknod(ctx, "/vt-s", fs.ModeSocket|0o755))
+	for name, want := range map[string]fs.FileMode{"/vt-p": fs.ModeNamedPipe | 0o640, "/vt-s": fs.ModeSocket | 0o755} {
+		fi := stat(t, p, name)
+		if fi.Mode != want || fi.Size != 0 || nlink(fi) != 1 {
+			t.Fatalf("stat %s: %v size %d nlink %d, want %v", name, fi.Mode, fi.Size, nlink(fi), want)
+		}
+		for _, flags := range []int{os.O_RDONLY, os.O_WRONLY, os.O_RDWR} {
+			if h, err := p.Open(ctx, name, flags, 0); err == nil {
+				h.Close()
+				t.Fatalf("open %s (flags %#x) succeeded", name, flags)
+			} else {
+				wantErrno(t, "open "+name, err, syscall.ENXIO)
+			}
+		}
+		wantErrno(t, "truncate "+name, p.Truncate(ctx, name, 0), syscall.EINVAL)
+	}
+	list, err := p.Readdir(ctx, "/")
+	must(t, "readdir", err)
+	var types []string
+	for _, fi := range list {
+		if fi.Name == "vt-p" || fi.Name == "vt-s" {
+			types = append(types, fi.Name+":"+fi.Mode.Type().String())
+		}
+	}
+	if want := []string{"vt-p:p---------", "vt-s:S---------"}; !slices.Equal(types, want) {
+		t.Fatalf("listing %v, want %v", types, want)
+	}
+
+	wantErrno(t, "mknod over a FIFO", p.Mknod(ctx, "/vt-p", fs.ModeNamedPipe|0o600), syscall.EEXIST)
+	writeFile(t, p, "/vt-f", nil)
+	wantErrno(t, "mknod over a file", p.Mknod(ctx, "/vt-f", fs.ModeSocket|0o600), syscall.EEXIST)
+	must(t, "symlink", p.Symlink(ctx, "vt-new", "/vt-l"))
+	wantErrno(t, "mknod over a dangling symlink", p.Mknod(ctx, "/vt-l", fs.ModeNamedPipe|0o600), syscall.EEXIST)
+	if _, err := p.Stat(ctx, "/vt-new"); vfs.Errno(err) != syscall.ENOENT {
+		t.Fatalf("mknod followed a symlink: stat of its target: %v", err)
+	}
+	wantErrno(t, "mknod in a missing directory", p.Mknod(ctx, "/vt-x/p", fs.ModeNamedPipe|0o600), syscall.ENOENT)
+	wantErrno(t, "mknod below a file", p.Mknod(ctx, "/vt-f/p", fs.ModeNamedPipe|0o600), syscall.ENOTDIR)
+	for _, tc := range []struct {
+		mode fs.FileMode
+		want syscall.Errno
+	}{
+		{fs.ModeDevice | fs.ModeCharDevice | 0o666, syscall.EPERM},
+		{fs.ModeDevice | 0o600, syscall.EPERM},
+		{fs.ModeDir | 0o755, syscall.EINVAL},
+		{fs.ModeSymlink | 0o777, syscall.EINVAL},
+		{0o644, syscall.EINVAL},
+	} {
+		wantErrno(t, fmt.Sprintf("mknod %v", tc.mode), p.Mknod(ctx, "/vt-dev", tc.mode), tc.want)
+		if _, err := p.Stat(ctx, "/vt-dev"); vfs.Errno(err) != syscall.ENOENT {
+			t.Fatalf("a refused mknod %v left something: %v", tc.mode, err)
+		}
+	}
+
+	must(t, "chmod a FIFO", p.Chmod(ctx, "/vt-p", fs.ModeSetgid|0o604))
+	if fi := stat(t, p, "/vt-p"); fi.Mode != fs.ModeNamedPipe|fs.ModeSetgid|0o604 {
+		t.Fatalf("FIFO after chmod: %v", fi.Mode)
+	}
+	must(t, "link a FIFO", p.Link(ctx, "/vt-p", "/vt-p2"))
+	if a, b := stat(t, p, "/vt-p"), stat(t, p, "/vt-p2"); nlink(a) != 2 || (a.Ino != 0 && a.Ino != b.Ino) {
+		t.Fatalf("after link: %+v %+v", a, b)
+	}
+	must(t, "rename a socket", p.Rename(ctx, "/vt-s", "/vt-s2"))
+	if fi := stat(t, p, "/vt-s2"); fi.Mode.Type() != fs.ModeSocket {
+		t.Fatalf("renamed socket: %v", fi.Mode)
+	}
+	must(t, "rename a FIFO over a file", p.Rename(ctx, "/vt-p2", "/vt-f"))
+	if fi := stat(t, p, "/vt-f"); fi.Mode.Type() != fs.ModeNamedPipe {
+		t.Fatalf("renamed FIFO: %v", fi.Mode)
+	}
+	must(t, "mkdir", p.Mkdir(ctx, "/vt-d", 0o755))
+	must(t, "mknod in a directory", p.Mknod(ctx, "/vt-d/p", fs.ModeNamedPipe|0o600))
+	wantErrno(t, "rmdir of a directory with a FIFO", p.Remove(ctx, "/vt-d"), syscall.ENOTEMPTY)
+	for _, n := range []string{"/vt-d/p", "/vt-d", "/vt-f", "/vt-p", "/vt-s2"} {
+		must(t, "remove "+n, p.Remove(ctx, n))
+	}
+}
+
+// testMknodOwner: a special file is the caller's.
+func testMknodOwner(t *testing.T, p vfs.Provider) {
+	cctx := vfs.WithCaller(ctx, vfs.Caller{UID: 1234, GID: 5678})
+	err := p.Mknod(cctx, "/vt-p", fs.ModeNamedPipe|0o600)
+	if vfs.Errno(err) == syscall.EPERM && runtime.GOOS != "linux" {
+		t.Skipf("no special files on %s: %v", runtime.GOOS, err)
+	}
+	must(t, "mknod", err)
+	fi := stat(t, p, "/vt-p")
+	if fi.UID != 1234 || fi.GID != 5678 {
+		if os.Geteuid() != 0 {
+			t.Skipf("made with owner %d:%d, not the caller's (not root)", fi.UID, fi.GID)
+		}
+		t.Fatalf("owned by %d:%d, want 1234:5678", fi.UID, fi.GID)
+	}
+	if fi.Mode != fs.ModeNamedPipe|0o600 {
+		t.Fatalf("mode %v", fi.Mode)
 	}
 }
 
