@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 	"github.com/airlock-sandbox/airlock/internal/vfsproto"
@@ -304,5 +309,123 @@ func TestSignalsDoNotFailRequests(t *testing.T) {
 	cmd.Wait()
 	if strings.TrimSpace(string(rest)) != "ok" {
 		t.Errorf("stat interrupted by a signal: %q, want ok", rest)
+	}
+}
+
+// countOpens counts the provider's opens.
+type countOpens struct {
+	vfs.Provider
+	opens atomic.Int64
+}
+
+func (c *countOpens) Open(ctx context.Context, p string, flags int, mode fs.FileMode) (vfs.Handle, error) {
+	c.opens.Add(1)
+	return c.Provider.Open(ctx, p, flags, mode)
+}
+
+// FIFOs and UNIX sockets are made through the mount, over the protocol,
+// and work between processes: the kernel serves their opens, reads,
+// writes and connects itself, never asking the provider. Devices are
+// refused, whoever asks.
+func TestSpecialFiles(t *testing.T) {
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	counted := &countOpens{Provider: mem}
+	go vfsproto.NewServer(counted, vfsproto.ServerOptions{}).Serve(ctx, b)
+	client := vfsproto.NewClient(a, vfsproto.ClientOptions{})
+	defer client.Close()
+	dir := mount(t, client)
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := mem.Stat(ctx, "/fifo"); err != nil || fi.Mode != fs.ModeNamedPipe|0o640 {
+		t.Fatalf("the provider's FIFO: %+v %v", fi, err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode() != fs.ModeNamedPipe|0o640 {
+		t.Fatalf("stat of the FIFO: %v %v", fi, err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o640); !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("mkfifo again: %v", err)
+	}
+	opens := counted.opens.Load()
+	// Another process writes, this one reads.
+	cmd := exec.Command("sh", "-c", `printf 'through the pipe' > "$1"`, "sh", fifo)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(fifo)
+	if werr := cmd.Wait(); werr != nil || err != nil || string(got) != "through the pipe" {
+		t.Fatalf("read from the FIFO: %q %v (writer: %v)", got, err, werr)
+	}
+	if n := counted.opens.Load() - opens; n != 0 {
+		t.Errorf("the provider was asked to open %d times for the FIFO", n)
+	}
+
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte("hello over the socket"))
+		c.Close()
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = io.ReadAll(c)
+	c.Close()
+	if err != nil || string(got) != "hello over the socket" {
+		t.Fatalf("read from the socket: %q %v", got, err)
+	}
+	if fi, err := mem.Stat(ctx, "/sock"); err != nil || fi.Mode.Type() != fs.ModeSocket {
+		t.Fatalf("the provider's socket: %+v %v", fi, err)
+	}
+
+	// mknod S_IFREG makes a regular file.
+	if err := syscall.Mknod(filepath.Join(dir, "reg"), syscall.S_IFREG|0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := mem.Stat(ctx, "/reg"); err != nil || fi.Mode != 0o600 {
+		t.Fatalf("mknod S_IFREG: %+v %v", fi, err)
+	}
+	// This test runs as root on the host, with CAP_MKNOD: the mount
+	// refuses devices all the same.
+	for _, typ := range []uint32{syscall.S_IFCHR, syscall.S_IFBLK} {
+		err := syscall.Mknod(filepath.Join(dir, "dev"), typ|0o666, int(unix.Mkdev(1, 3)))
+		if !errors.Is(err, syscall.EPERM) {
+			t.Errorf("mknod of a device (type %#o): %v, want EPERM", typ, err)
+		}
+	}
+	if _, err := mem.Stat(ctx, "/dev"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("a refused device exists: %v", err)
+	}
+
+	// The listing has each entry's type.
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range ents {
+		types = append(types, e.Name()+":"+e.Type().String())
+	}
+	if want := []string{"fifo:p---------", "reg:----------", "sock:S---------"}; !slices.Equal(types, want) {
+		t.Errorf("listing %v, want %v", types, want)
+	}
+	for _, n := range []string{"fifo", "sock", "reg"} {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			t.Error(err)
+		}
 	}
 }

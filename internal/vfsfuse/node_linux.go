@@ -202,24 +202,45 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return n.newChild(ctx, fi, out), &fileHandle{h: h}, n.fsys.openFlags, 0
 }
 
-// Mknod makes what a provider can hold: regular files (mknod with
-// S_IFREG, as some programs do) are created; devices, FIFOs and sockets
-// are not supported on a mount.
+// Mknod makes a regular file (mknod with S_IFREG, as some programs do),
+// a FIFO or a socket (bind of a UNIX socket makes one). The kernel gives
+// a FIFO or socket of the mount its pipe and its listener itself: their
+// opens and connects never reach the server, and nothing of them
+// reaches the provider but their names and attributes. Devices are
+// refused (EPERM), whatever the caller may do elsewhere: the mount is
+// nodev, and no provider holds one.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, _ uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, syscall.EPERM
+	if len(name) > maxName {
+		return nil, syscall.ENAMETOOLONG
 	}
 	ctx = caller(ctx)
-	h, err := n.fsys.p.Open(ctx, n.child(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode(mode).Perm())
-	if err != nil {
+	p := n.child(name)
+	perm := fileMode(mode)
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFREG, 0:
+		h, err := n.fsys.p.Open(ctx, p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return nil, errno(err)
+		}
+		fi, err := h.Stat(ctx)
+		h.Close()
+		if err != nil {
+			return nil, errno(err)
+		}
+		return n.newChild(ctx, fi, out), 0
+	case syscall.S_IFIFO:
+		perm |= fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		perm |= fs.ModeSocket
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return nil, syscall.EPERM
+	default:
+		return nil, syscall.EINVAL
+	}
+	if err := n.fsys.p.Mknod(ctx, p, perm); err != nil {
 		return nil, errno(err)
 	}
-	fi, err := h.Stat(ctx)
-	h.Close()
-	if err != nil {
-		return nil, errno(err)
-	}
-	return n.newChild(ctx, fi, out), 0
+	return n.entry(ctx, p, out)
 }
 
 func (n *node) entry(ctx context.Context, p string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
