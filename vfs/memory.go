@@ -536,7 +536,7 @@ func (m *Memory) symlink(ctx context.Context, target, link string) error {
 	switch {
 	case target == "":
 		return syscall.ENOENT
-	case len(target) >= MaxPath:
+	case len(target) >= MaxTarget:
 		return syscall.ENAMETOOLONG
 	}
 	for i := range len(target) {

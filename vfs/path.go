@@ -6,20 +6,32 @@ import (
 	"syscall"
 )
 
-// Limits on paths, as Linux has them.
+// Limits on paths.
 const (
-	// MaxName is the longest file name, in bytes.
+	// MaxName is the longest file name, in bytes, as Linux's NAME_MAX.
 	MaxName = 255
-	// MaxPath is the longest path, in bytes.
-	MaxPath = 4096
+	// MaxPath is the longest path a provider is given, in bytes. Linux
+	// bounds the path that one system call takes (PATH_MAX, 4096 bytes
+	// with its NUL), not the depth of a tree: a process goes deeper with
+	// relative paths (chdir, openat). A provider is given whole paths
+	// from its root, so it takes four times as much: a PATH_MAX path
+	// below a directory 12 KiB deep.
+	MaxPath = 16 << 10
+	// MaxDepth is the most names a path has: as many as one PATH_MAX
+	// path holds, so that the work a provider does for one path (which
+	// may grow as the square of its names: an overlay looks each
+	// ancestor up) stays what one system call can ask for.
+	MaxDepth = 2048
+	// MaxTarget is the longest symlink target, in bytes, as PATH_MAX.
+	MaxTarget = 4096
 )
 
 // CleanPath validates an untrusted path for use with a Provider and
-// returns it unchanged. A valid path is absolute, at most MaxPath bytes,
-// has no NUL byte, and no empty, "." or ".." component or component over
-// MaxName bytes; "/" is valid. A trailing slash is refused (it makes an
-// empty component). Errors are ENAMETOOLONG for the lengths and EINVAL
-// for the rest.
+// returns it unchanged. A valid path is absolute, at most MaxPath bytes
+// and MaxDepth names, has no NUL byte, and no empty, "." or ".."
+// component or component over MaxName bytes; "/" is valid. A trailing
+// slash is refused (it makes an empty component). Errors are
+// ENAMETOOLONG for the lengths and EINVAL for the rest.
 func CleanPath(p string) (string, error) {
 	if len(p) > MaxPath {
 		return "", syscall.ENAMETOOLONG
@@ -30,11 +42,13 @@ func CleanPath(p string) (string, error) {
 	if p == "/" {
 		return p, nil
 	}
+	depth := 0
 	for name := range strings.SplitSeq(p[1:], "/") {
+		depth++
 		switch {
 		case name == "", name == ".", name == "..":
 			return "", syscall.EINVAL
-		case len(name) > MaxName:
+		case len(name) > MaxName, depth > MaxDepth:
 			return "", syscall.ENAMETOOLONG
 		}
 	}

@@ -19,8 +19,11 @@ func TestCleanPath(t *testing.T) {
 		{"/a/b.c/..d", 0},
 		{"/" + long, 0},
 		{"/" + long + "a", syscall.ENAMETOOLONG},
-		{strings.Repeat("/"+long, 16), 0},
-		{strings.Repeat("/"+long, 17), syscall.ENAMETOOLONG},
+		{strings.Repeat("/"+long, 17), 0}, // beyond PATH_MAX: deep below a mount
+		{strings.Repeat("/"+long, 64), 0},
+		{strings.Repeat("/"+long, 64) + "/a", syscall.ENAMETOOLONG},
+		{strings.Repeat("/a", 2048), 0},
+		{strings.Repeat("/a", 2049), syscall.ENAMETOOLONG},
 		{"", syscall.EINVAL},
 		{"a", syscall.EINVAL},
 		{"a/b", syscall.EINVAL},
@@ -54,6 +57,9 @@ func FuzzCleanPath(f *testing.F) {
 		}
 		if len(p) > vfs.MaxPath || p[0] != '/' || strings.Contains(p, "\x00") || (p != "/" && strings.HasSuffix(p, "/")) {
 			t.Fatalf("accepted %q", p)
+		}
+		if p != "/" && strings.Count(p, "/") > vfs.MaxDepth {
+			t.Fatalf("accepted %d names", strings.Count(p, "/"))
 		}
 		for _, c := range strings.Split(p[1:], "/") {
 			if p != "/" && (c == "" || c == "." || c == ".." || len(c) > vfs.MaxName) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -274,4 +275,42 @@ func TestRealFSMknod(t *testing.T) {
 			t.Errorf("%s on the host: %v %v, want %v (the umask must not cut it)", n, fi.Mode(), err, want)
 		}
 	}
+}
+
+// Paths longer than one system call takes are resolved a part at a
+// time, each beneath the last: a symlink in a later part is not
+// followed either.
+func TestRealFSEscapeDeepPath(t *testing.T) {
+	ctx := context.Background()
+	p, _, outside := escapeSetup(t)
+	name := strings.Repeat("n", vfs.MaxName)
+	dir := ""
+	for len(dir) < 5000 {
+		dir += "/" + name
+		if err := p.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link out, planted past the first part.
+	for link, target := range map[string]string{"/abs": outside, "/rel": strings.Repeat("../", 40) + outside[1:]} {
+		if err := p.Symlink(ctx, target, dir+link); err != nil {
+			t.Fatal(err)
+		}
+		for _, try := range []string{dir + link + "/f", dir + link + "/only-outside"} {
+			if _, err := p.Stat(ctx, try); vfs.Errno(err) != syscall.ELOOP {
+				t.Errorf("stat through %s: %v, want ELOOP", link, err)
+			}
+			if h, err := p.Open(ctx, try, os.O_RDWR, 0); err == nil {
+				h.Close()
+				t.Errorf("opened %s", try)
+			}
+			if err := p.Mknod(ctx, dir+link+"/p", fs.ModeNamedPipe|0o644); vfs.Errno(err) != syscall.ELOOP {
+				t.Errorf("mknod through %s: %v, want ELOOP", link, err)
+			}
+		}
+		if _, err := p.Readdir(ctx, dir+link); vfs.Errno(err) != syscall.ELOOP && vfs.Errno(err) != syscall.ENOTDIR {
+			t.Errorf("readdir of %s: %v", link, err)
+		}
+	}
+	checkOutside(t, outside)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +57,13 @@ func (r *realFS) Close() error { return unix.Close(r.fd) }
 
 func (r *realFS) Readonly() bool { return false }
 
-// openat2 opens a clean path under the directory.
+// pathMax is the longest path one system call takes, its NUL included.
+const pathMax = unix.PathMax
+
+// openat2 opens a clean path under the directory. A path too long for
+// one call (a provider's may be, MaxPath) is resolved a part at a time,
+// each part of whole names beneath the directory the part before led
+// to, all with resolveFlags.
 func (r *realFS) openat2(p string, flags int, mode uint32) (int, error) {
 	if _, err := CleanPath(p); err != nil {
 		return -1, err
@@ -65,9 +72,34 @@ func (r *realFS) openat2(p string, flags int, mode uint32) (int, error) {
 	if p != "/" {
 		rel = p[1:]
 	}
+	dfd := r.fd
+	for len(rel) >= pathMax {
+		// Names are at most MaxName bytes: a slash is near the end.
+		i := strings.LastIndexByte(rel[:pathMax-1], '/')
+		if i <= 0 {
+			return -1, syscall.ENAMETOOLONG
+		}
+		fd, err := openat2Beneath(dfd, rel[:i], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if dfd != r.fd {
+			unix.Close(dfd)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dfd, rel = fd, rel[i+1:]
+	}
+	fd, err := openat2Beneath(dfd, rel, flags, mode)
+	if dfd != r.fd {
+		unix.Close(dfd)
+	}
+	return fd, err
+}
+
+// openat2Beneath opens rel beneath the directory dfd with resolveFlags.
+func openat2Beneath(dfd int, rel string, flags int, mode uint32) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolveFlags}
 	for range 64 {
-		fd, err := unix.Openat2(r.fd, rel, &how)
+		fd, err := unix.Openat2(dfd, rel, &how)
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
@@ -437,12 +469,12 @@ func (r *realFS) ownSpecial(ctx context.Context, fd, dfd int, mode fs.FileMode) 
 func (r *realFS) Readlink(ctx context.Context, p string) (string, error) {
 	var s string
 	err := r.at(p, func(dfd int, name string) error {
-		buf := make([]byte, MaxPath+1)
+		buf := make([]byte, MaxTarget+1)
 		n, err := unix.Readlinkat(dfd, name, buf)
 		if err != nil {
 			return err
 		}
-		if n > MaxPath {
+		if n > MaxTarget {
 			return syscall.ENAMETOOLONG
 		}
 		s = string(buf[:n])

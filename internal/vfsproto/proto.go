@@ -37,8 +37,8 @@
 //
 // # Bounds
 //
-// A path is at most MaxPath bytes and each of its names at most MaxName; a
-// symlink's target at most MaxTarget. Mknod makes FIFOs and sockets only:
+// A path is at most MaxPath bytes and MaxDepth names, and each of its
+// names at most MaxName; a symlink's target at most MaxTarget. Mknod makes FIFOs and sockets only:
 // a device's type is EPERM, any other EINVAL, and no device number
 // travels. A read or a write moves at most
 // MaxData bytes; a directory page holds at most MaxPageEntries entries and
@@ -62,12 +62,15 @@ const Version = 1
 
 // Bounds of the protocol.
 const (
-	// MaxPath bounds a path in bytes, as Linux's PATH_MAX.
-	MaxPath = vfs.MaxPath
+	// MaxPath bounds a path in bytes, and MaxDepth its names: a path is
+	// the whole path from the provider's root, which may be longer than
+	// the one a system call in the sandbox was given.
+	MaxPath  = vfs.MaxPath
+	MaxDepth = vfs.MaxDepth
 	// MaxName bounds one name in a path, as Linux's NAME_MAX.
 	MaxName = vfs.MaxName
 	// MaxTarget bounds a symlink's target.
-	MaxTarget = 4096
+	MaxTarget = vfs.MaxTarget
 	// MaxData bounds the bytes of one read or write request.
 	MaxData = 1 << 20
 	// MaxPageEntries bounds the entries of one directory page.

@@ -12,7 +12,8 @@ import (
 
 // checkPath refuses a path that is not absolute and clean ("/" or "/a/b":
 // no empty, "." or ".." names, no trailing slash), that holds a NUL, or
-// that is longer than MaxPath or has a name longer than MaxName.
+// that is longer than MaxPath, deeper than MaxDepth or has a name longer
+// than MaxName.
 func checkPath(p string) error {
 	_, err := vfs.CleanPath(p)
 	return err

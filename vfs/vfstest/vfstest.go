@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,6 +50,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) vfs.Provider) {
 		{"Utimens", testUtimens},
 		{"Inodes", testInodes},
 		{"NotDir", testNotDir},
+		{"DeepPath", testDeepPath},
 		{"DirHandle", testDirHandle},
 		{"ManyEntries", testManyEntries},
 		{"Concurrent", testConcurrent},
@@ -597,6 +599,48 @@ func testMknodOwner(t *testing.T, p vfs.Provider) {
 	}
 	if fi.Mode != fs.ModeNamedPipe|0o600 {
 		t.Fatalf("mode %v", fi.Mode)
+	}
+}
+
+// testDeepPath: paths longer than one system call takes (PATH_MAX) work,
+// up to vfs.MaxPath; one longer is ENAMETOOLONG.
+func testDeepPath(t *testing.T, p vfs.Provider) {
+	name := strings.Repeat("d", vfs.MaxName)
+	dir := "/vt-deep"
+	must(t, "mkdir", p.Mkdir(ctx, dir, 0o755))
+	for len(dir) < 6000 {
+		dir += "/" + name
+		must(t, "mkdir "+fmt.Sprint(len(dir)), p.Mkdir(ctx, dir, 0o755))
+	}
+	writeFile(t, p, dir+"/f", []byte("deep"))
+	if got := string(readFile(t, p, dir+"/f")); got != "deep" {
+		t.Fatalf("read %q", got)
+	}
+	if got := names(t, p, dir); !slices.Equal(got, []string{"f"}) {
+		t.Fatalf("readdir %v", got)
+	}
+	must(t, "rename", p.Rename(ctx, dir+"/f", dir+"/g"))
+	must(t, "symlink", p.Symlink(ctx, "g", dir+"/l"))
+	must(t, "link", p.Link(ctx, dir+"/g", dir+"/h"))
+	must(t, "chmod", p.Chmod(ctx, dir+"/g", 0o600))
+	if fi := stat(t, p, dir+"/h"); fi.Mode != 0o600 || fi.Size != 4 {
+		t.Fatalf("stat %v %d", fi.Mode, fi.Size)
+	}
+	must(t, "truncate", p.Truncate(ctx, dir+"/h", 1))
+	if got := string(readFile(t, p, dir+"/g")); got != "d" {
+		t.Fatalf("read after truncate %q", got)
+	}
+	too := dir
+	for len(too) <= vfs.MaxPath {
+		too += "/" + name
+	}
+	wantErrno(t, "mkdir past MaxPath", p.Mkdir(ctx, too, 0o755), syscall.ENAMETOOLONG, syscall.ENOENT)
+	for _, n := range []string{"l", "h", "g"} {
+		must(t, "remove "+n, p.Remove(ctx, dir+"/"+n))
+	}
+	for dir != "/vt-deep" {
+		must(t, "rmdir", p.Remove(ctx, dir))
+		dir = dir[:strings.LastIndexByte(dir, '/')]
 	}
 }
 
