@@ -229,3 +229,22 @@ func TestMountRouterMknod(t *testing.T) {
 		t.Errorf("mknod in a made-up directory: %v, want EROFS", err)
 	}
 }
+
+// Opening a special file of lower for writing copies nothing up.
+func TestOverlayOpenSpecialCopiesNothing(t *testing.T) {
+	ctx := context.Background()
+	lower := vfs.NewMemory(vfs.MemoryOptions{})
+	if err := lower.Mknod(ctx, "/p", fifo|0o666); err != nil {
+		t.Fatal(err)
+	}
+	upper := vfs.NewMemory(vfs.MemoryOptions{})
+	o := vfs.NewOverlay(upper, lower)
+	for _, flags := range []int{os.O_WRONLY, os.O_RDWR | os.O_TRUNC, os.O_RDONLY} {
+		if _, err := o.Open(ctx, "/p", flags, 0); vfs.Errno(err) != syscall.ENXIO {
+			t.Errorf("open flags %#x: %v, want ENXIO", flags, err)
+		}
+	}
+	if _, err := upper.Stat(ctx, "/p"); vfs.Errno(err) != syscall.ENOENT {
+		t.Errorf("copied up: %v", err)
+	}
+}

@@ -484,6 +484,10 @@ func (o *overlay) Open(ctx context.Context, p string, flags int, mode fs.FileMod
 			return nil, syscall.ELOOP
 		case fi.IsDir():
 			return nil, syscall.EISDIR
+		case !fi.Mode.IsRegular():
+			// A FIFO, a socket or a device: nothing to open here, and
+			// nothing to copy up for it.
+			return nil, syscall.ENXIO
 		}
 		if !inUpper {
 			if err := o.copyUp(ctx, p); err != nil {
