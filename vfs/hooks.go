@@ -26,8 +26,9 @@ const maxRunningHooks = 1024
 //
 // Which hook each operation calls:
 //   - Open and Create: BeforeOpen with the open flags.
-//   - Mkdir, Symlink (the link's path), Mknod and Link (the new path),
-//     which make a name: BeforeOpen with O_WRONLY|O_CREATE|O_EXCL.
+//   - Mkdir, Symlink (the link's path), Mknod (of a FIFO or a socket:
+//     a device is refused first) and Link (the new path), which make a
+//     name: BeforeOpen with O_WRONLY|O_CREATE|O_EXCL.
 //   - Handle.WriteAt: BeforeWrite, then AfterWrite with the bytes
 //     written, if any.
 //   - Truncate and Handle.Truncate: BeforeWrite with off the new size and
@@ -199,6 +200,10 @@ func (w *hooked) Symlink(ctx context.Context, target, link string) error {
 	return w.p.Symlink(ctx, target, link)
 }
 func (w *hooked) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
+	// A device is refused before any hook is asked about it.
+	if err := CheckMknod(mode); err != nil {
+		return err
+	}
 	if err := w.beforeOpen(ctx, p, createFlags); err != nil {
 		return err
 	}
