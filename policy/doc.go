@@ -83,7 +83,7 @@
 // defines it). op is one of:
 //
 //   - "open": an existing file opened for writing;
-//   - "create": a new file;
+//   - "create": a new file (a FIFO or a UNIX socket's name too);
 //   - "write": a write, size being the bytes written;
 //   - "truncate": size being the new length;
 //   - "remove": a file or an empty directory;

@@ -62,7 +62,7 @@ func knownFailures(t *testing.T, name string) map[string][]string {
 // leaves out rename/ (half of the checks, nearly all in the exhaustive
 // matrices of rename/09.t and rename/10.t) on the sandbox's root, and
 // runs a smaller part in each mount (mountDirs: the operations a
-// provider and the FUSE layer carry out themselves, 1,808 checks, a
+// provider and the FUSE layer carry out themselves, 1,928 checks, a
 // fifth of the suite); -short runs the parts about owners, modes and
 // ids only on the root, and open/ in the mounts; AIRLOCK_PJDFSTEST=all
 // runs everything everywhere, and AIRLOCK_PJDFSTEST=DIR,DIR... those
@@ -72,7 +72,7 @@ var (
 	normalDirs = []string{"chflags", "chmod", "chown", "ftruncate", "granular", "link", "mkdir", "mkfifo",
 		"mknod", "open", "posix_fallocate", "rmdir", "symlink", "truncate", "unlink", "utimensat"}
 	shortMountDirs = []string{"open"}
-	mountDirs      = []string{"chmod", "chown/07.t", "ftruncate", "link", "mkdir", "open", "rmdir", "symlink", "truncate", "utimensat"}
+	mountDirs      = []string{"chmod", "chown/07.t", "ftruncate", "link", "mkdir", "mkfifo", "open", "rmdir", "symlink", "truncate", "utimensat"}
 )
 
 // runDirs are the parts of the suite this run covers on the sandbox's
