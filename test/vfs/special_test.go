@@ -3,10 +3,12 @@ package vfs_test
 import (
 	"context"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,6 +158,80 @@ func TestSpecialFiles(t *testing.T) {
 					if _, err := os.Lstat(filepath.Join(host, "sp", "dev")); !os.IsNotExist(err) {
 						t.Errorf("a device on the host: %v", err)
 					}
+				}
+			})
+		}
+	})
+}
+
+// crossScript tries the host's FIFO and socket through the mount: the
+// sandbox's kernel has no pipe or listener for them.
+const crossScript = `
+import errno, os, socket
+try:
+    os.open("/m/hf", os.O_WRONLY | os.O_NONBLOCK)
+except OSError as x:
+    assert x.errno == errno.ENXIO, x
+else:
+    raise AssertionError("the host FIFO opened for writing")
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("/m/hs")
+except OSError as x:
+    assert x.errno == errno.ECONNREFUSED, x
+else:
+    raise AssertionError("connected to the host socket")
+print("apart")
+`
+
+// TestSpecialFilesApart: a FIFO or a socket of a real_fs directory, with
+// a reader or a listener on the host, leads nowhere from the sandbox
+// (its kernel serves the mount's files, not the host's).
+func TestSpecialFilesApart(t *testing.T) {
+	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		for _, p := range providers {
+			if p.name != "real_fs" && p.name != "overlay" {
+				continue
+			}
+			t.Run(p.name, func(t *testing.T) {
+				t.Parallel()
+				cfg := airlock.Config{}
+				var host string
+				cfg.VFS, host = p.mount(t, t.TempDir())
+				l, err := net.Listen("unix", filepath.Join(host, "hs"))
+				if err != nil {
+					t.Skipf("a socket in the host directory: %v", err)
+				}
+				defer l.Close()
+				accepted := make(chan struct{}, 1)
+				go func() {
+					if c, err := l.Accept(); err == nil {
+						c.Close()
+						accepted <- struct{}{}
+					}
+				}()
+				hf := filepath.Join(host, "hf")
+				if err := syscall.Mkfifo(hf, 0o666); err != nil {
+					t.Fatal(err)
+				}
+				os.Chmod(hf, 0o666)
+				r, err := os.OpenFile(hf, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				sb := box(t, lv, cfg)
+				if out := sh(t, sb, time.Minute, "python3 -c '"+strings.ReplaceAll(crossScript, "'", `'"'"'`)+"'"); strings.TrimSpace(out) != "apart" {
+					t.Errorf("output %q", out)
+				}
+				select {
+				case <-accepted:
+					t.Error("the host's listener accepted a connection from the sandbox")
+				default:
+				}
+				buf := make([]byte, 16)
+				if n, _ := r.Read(buf); n > 0 {
+					t.Errorf("the host's FIFO got %q", buf[:n])
 				}
 			})
 		}
