@@ -67,6 +67,8 @@ type Sandbox struct {
 	mu        sync.Mutex
 	stopCause error
 	lifetime  *time.Timer
+	// ports are the published ports (ports.go).
+	ports ports
 }
 
 // Errors that callers can test for with errors.Is.
@@ -176,6 +178,7 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	s := &Sandbox{id: id, cfg: c, b: b, net: nw, vfs: fsys, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		err = explainStartFailure(err, b, c.PidsLimit)
+		s.closePorts()
 		b.Close()
 		nw.close()
 		return nil, err
@@ -209,6 +212,9 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		}
 		// No command has run yet.
 		if err := nw.run(s.log, s.emitNetwork); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
+		if err := s.publishConfigured(ctx); err != nil {
 			return fail(fmt.Errorf("start sandbox: %w", err))
 		}
 	}
@@ -376,6 +382,9 @@ func (s *Sandbox) Close() error {
 			s.lifetime.Stop()
 		}
 		s.mu.Unlock()
+		// Published ports first: no new connection reaches a sandbox
+		// being torn down.
+		s.closePorts()
 		if s.sess != nil {
 			s.sess.Close()
 		}

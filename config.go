@@ -102,6 +102,12 @@ type Config struct {
 	// nothing is allowed, and hosts can then be added while it runs
 	// (Sandbox.AllowHost).
 	Network *policy.Config `json:"network,omitempty"`
+	// Ports publishes TCP ports of the sandbox on the host once it has
+	// started, as docker's -p does (see Sandbox.Publish). A sandbox that
+	// publishes ports without a Network gets a network on which nothing
+	// is allowed: a published port lets the host in, and lets nothing
+	// out. At most MaxPublishedPorts.
+	Ports []PortMapping `json:"ports,omitempty"`
 	// OnRequest and OnResponse are Go hooks on every HTTP request that
 	// leaves the sandbox and its response, after the policy script's
 	// hooks, before secrets are substituted (they see placeholders).
@@ -236,6 +242,9 @@ func (c *Config) Validate() error {
 		if err := c.Network.Validate(); err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
+	}
+	if err := validatePorts(c.Ports); err != nil {
+		return err
 	}
 	if err := c.VFS.validate(); err != nil {
 		return fmt.Errorf("vfs: %w", err)

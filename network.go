@@ -61,7 +61,11 @@ func (n *network) side() netstack.SandboxSide {
 // anything is started.
 func newNetwork(c *Config) (*network, error) {
 	if c.Network == nil {
-		return nil, nil
+		if len(c.Ports) == 0 {
+			return nil, nil
+		}
+		// Published ports need the network; it allows nothing out.
+		c.Network = &policy.Config{}
 	}
 	viaAgent, err := checkNetworkSupport(c.Isolation)
 	if err != nil {

@@ -66,6 +66,16 @@ const (
 	// MethodStats answers with what a running sandbox uses now (Usage).
 	MethodStats = "stats" // SandboxParams
 
+	// MethodPortForward publishes a TCP port of a running sandbox on the
+	// host (PortForwardParams), as docker's -p does, and answers with
+	// the address bound (PortForward). Connections to it enter the
+	// sandbox through its network stack; no egress opens. It needs a
+	// sandbox with a network (CodeUnsupported otherwise).
+	MethodPortForward = "port_forward"
+	// MethodPortForwardClose stops a published port
+	// (PortForwardCloseParams): its listener and its connections close.
+	MethodPortForwardClose = "port_forward_close"
+
 	// Notifications sent by the server.
 	NotifyEvent      = "event"
 	NotifyExecOutput = "exec.output"
@@ -226,12 +236,20 @@ type CreateParams struct {
 	// target that is not absolute or hides /proc, two mounts at one
 	// target) is refused with CodeInvalidParams before anything starts.
 	VFS json.RawMessage `json:"vfs,omitempty"`
+	// Ports publishes TCP ports of the sandbox on the host, as
+	// port_forward does, once it has started. A sandbox without
+	// "network" that publishes ports gets a network on which nothing is
+	// allowed ({}): a published port opens no egress.
+	Ports []PortMapping `json:"ports,omitempty"`
 }
 
 // CreateResult describes the new sandbox.
 type CreateResult struct {
 	SandboxID string `json:"sandbox_id"`
 	Isolation string `json:"isolation"`
+	// Ports are the ports published by create's "ports", with the host
+	// addresses bound.
+	Ports []PortForward `json:"ports,omitempty"`
 	// Env is the environment commands get, with placeholders in place of
 	// secret values.
 	Env map[string]string `json:"env"`
@@ -253,6 +271,59 @@ type SandboxParams struct {
 type PolicyHostParams struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Host      string `json:"host"`
+}
+
+// PortMapping asks for a TCP port of the sandbox to be published on the
+// host, as docker's -p [HOST_IP:]HOST_PORT:SANDBOX_PORT does.
+type PortMapping struct {
+	// SandboxPort is the port a server in the sandbox listens on, on
+	// all its addresses (0.0.0.0) or on its own (10.88.0.2): a server
+	// that listens on 127.0.0.1 alone is not reachable from outside
+	// it. Required, 1 to 65535.
+	SandboxPort uint16 `json:"sandbox_port"`
+	// HostPort is the host's port; 0 or absent: a free one, chosen by
+	// the system (the answer says which).
+	HostPort uint16 `json:"host_port,omitempty"`
+	// HostIP is the host address to listen on; absent: 127.0.0.1.
+	// "0.0.0.0" or "::" publish on every address of the host.
+	HostIP string `json:"host_ip,omitempty"`
+	// Protocol is "tcp" (the default, when absent); "udp" is refused
+	// with CodeInvalidParams, since only TCP ports can be published.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// PortForwardParams publishes a port of a running sandbox: the fields
+// of PortMapping, and the sandbox.
+type PortForwardParams struct {
+	SandboxID   string `json:"sandbox_id,omitempty"`
+	SandboxPort uint16 `json:"sandbox_port"`
+	HostPort    uint16 `json:"host_port,omitempty"`
+	HostIP      string `json:"host_ip,omitempty"`
+	Protocol    string `json:"protocol,omitempty"`
+}
+
+// PortForward is a published port: the host address it listens on and
+// the sandbox's port it leads to.
+type PortForward struct {
+	HostIP      string `json:"host_ip"`
+	HostPort    uint16 `json:"host_port"`
+	SandboxPort uint16 `json:"sandbox_port"`
+	Protocol    string `json:"protocol"`
+}
+
+// PortForwardCloseParams names the published port to stop by its host
+// port and, when the sandbox publishes that port on several host
+// addresses, its host address (absent: every one). A port that is not
+// published is CodeNotFound.
+type PortForwardCloseParams struct {
+	SandboxID string `json:"sandbox_id,omitempty"`
+	HostPort  uint16 `json:"host_port"`
+	HostIP    string `json:"host_ip,omitempty"`
+}
+
+// PortForwardCloseResult lists the published ports that were stopped.
+type PortForwardCloseResult struct {
+	Closed []PortForward `json:"closed"`
 }
 
 // PolicyResult lists the host patterns in force, normalised (lower
@@ -494,6 +565,8 @@ type SandboxInfo struct {
 	// State is "running" or "stopped" (the sandbox ended by itself, for
 	// example at its timeout; close it to forget it).
 	State string `json:"state"`
+	// Ports are the sandbox's published ports.
+	Ports []PortForward `json:"ports,omitempty"`
 }
 
 // Event is the params of an "event" notification. Exactly one detail

@@ -5,6 +5,7 @@ package netstack
 import (
 	"context"
 	"errors"
+	"net"
 )
 
 // ErrNeedsLinux is returned by Start on systems other than Linux: the
@@ -37,3 +38,16 @@ func (st *Stack) Traffic() (rx, tx uint64) { return 0, 0 }
 
 // Close does nothing.
 func (st *Stack) Close() error { return nil }
+
+// ErrClosed is returned for work asked of a Stack that is closed.
+var ErrClosed = errors.New("netstack: the sandbox's network is closed")
+
+// ForwardInbound needs Linux; elsewhere it closes c and returns
+// ErrNeedsLinux.
+func (st *Stack) ForwardInbound(ctx context.Context, c *net.TCPConn, port uint16) (sent, received int64, err error) {
+	c.Close()
+	return 0, 0, ErrNeedsLinux
+}
+
+// SandboxAddr returns the sandbox's IPv4 address.
+func (st *Stack) SandboxAddr() string { return DefaultSandboxV4.Addr().String() }
