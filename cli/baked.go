@@ -42,6 +42,9 @@ func mergeConfig(name string, base, run airlock.Config) (airlock.Config, error) 
 	out.AgentPath = cmp.Or(run.AgentPath, base.AgentPath)
 	out.HookTimeout = cmp.Or(run.HookTimeout, base.HookTimeout)
 	out.AllowPtrace = run.AllowPtrace || base.AllowPtrace
+	if len(base.Ports) > 0 {
+		out.Ports = append(slices.Clone(base.Ports), run.Ports...)
+	}
 
 	if base.Network != nil {
 		for secret := range base.Network.Secrets {

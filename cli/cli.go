@@ -67,6 +67,7 @@
 //     The built-in Hooks apply to every programmable mount, those
 //     given at run time included (a host directory bound with -v or
 //     type=bind has no provider in between, hence no hooks).
+//   - Ports: the built-in ports to publish, then the run-time ones (-p).
 //   - OnRequest, OnResponse and the VFS Hooks are the built-in ones:
 //     nothing given at run time removes them.
 //   - OnEvent and OnImageProgress: the built-in function is called as

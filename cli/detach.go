@@ -45,10 +45,12 @@ type supervisorSpec struct {
 
 // supervisorReady is the supervisor's one-line report on descriptor 4.
 type supervisorReady struct {
-	ID       string   `json:"id,omitempty"`
-	Notes    []string `json:"notes,omitempty"`
-	Error    string   `json:"error,omitempty"`
-	ExitCode int      `json:"exit_code,omitempty"`
+	ID    string   `json:"id,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Ports are the ports the sandbox publishes.
+	Ports    []airlock.PublishedPort `json:"ports,omitempty"`
+	Error    string                  `json:"error,omitempty"`
+	ExitCode int                     `json:"exit_code,omitempty"`
 }
 
 // maxSpecBytes bounds the spec a supervisor reads.
@@ -126,7 +128,11 @@ func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config
 		return exitError{code}
 	}
 	if f.asJSON {
-		return writeJSON(map[string]any{"sandbox_id": res.r.ID, "notes": res.r.Notes})
+		out := map[string]any{"sandbox_id": res.r.ID, "notes": res.r.Notes}
+		if len(res.r.Ports) > 0 {
+			out["ports"] = res.r.Ports
+		}
+		return writeJSON(out)
 	}
 	if !f.quiet {
 		for _, n := range res.r.Notes {
@@ -251,7 +257,7 @@ func (a *app) supervise(ctx context.Context) error {
 		}
 		main.Started(p)
 	}
-	report(supervisorReady{ID: sb.ID(), Notes: sb.Notes()})
+	report(supervisorReady{ID: sb.ID(), Notes: sb.Notes(), Ports: sb.Ports()})
 
 	var mainDone <-chan struct{}
 	if main != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -42,6 +43,7 @@ type runFlags struct {
 	allowPtrace bool
 	quiet       bool
 	detach      bool
+	publish     []string
 	net         networkFlags
 	files       mountFlags
 }
@@ -66,6 +68,13 @@ secrets (--secret) into requests to their hosts, over TLS, while commands
 see placeholders. airlock policy changes the allowed hosts of a detached
 sandbox while it runs.
 
+-p publishes a TCP port of the sandbox on the host, as docker's -p does
+(127.0.0.1 unless an address is given; an empty host port is a free
+one): connections to it enter the sandbox through its network, whose
+egress stays as the network flags make it (with none, nothing is
+allowed out). A server must listen on 0.0.0.0 in the sandbox, not on
+127.0.0.1 alone. airlock port lists a detached sandbox's published ports.
+
 Every sandbox has a memory limit (--memory: 1g by default, or a quarter
 of the host's memory when smaller; "unlimited" lifts it), which counts
 kernel memory too, and a disk (--disk): its writable tree, /dev/shm
@@ -80,6 +89,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run --json -- ls /
   airlock run -v "$PWD":/src:ro --mount type=memory,target=/workspace -- make -C /src O=/workspace
   airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD
+  airlock run -d -p 8080:8000 -- python3 -m http.server 8000   # http://127.0.0.1:8080 on the host
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -113,6 +123,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
+	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a TCP port of the sandbox on the host, as docker does: [[IP:][HOST_PORT]:]SANDBOX_PORT[/tcp]; IP defaults to 127.0.0.1, an empty HOST_PORT is a free one (airlock port shows it); gives the sandbox a network that allows no egress unless a network flag allows some (repeatable)")
 	f.net.register(cmd)
 	f.files.register(cmd)
 	return cmd
@@ -169,6 +180,9 @@ func (f *runFlags) config() (airlock.Config, error) {
 		c.Env[k] = v
 	}
 	if c.Network, err = f.net.config(c.Env); err != nil {
+		return c, err
+	}
+	if c.Ports, err = parsePublishes(f.publish); err != nil {
 		return c, err
 	}
 	if err := f.files.apply(&c); err != nil {
@@ -301,6 +315,9 @@ func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 	if !f.quiet && !f.asJSON {
 		for _, n := range sb.Notes() {
 			a.warnf("warning: %s", termText(n))
+		}
+		for _, p := range sb.Ports() {
+			a.warnf("sandbox port %d/%s published at %s", p.SandboxPort, p.Protocol, net.JoinHostPort(p.HostIP, strconv.Itoa(int(p.HostPort))))
 		}
 	}
 	if len(args) == 0 {

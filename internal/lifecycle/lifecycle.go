@@ -59,6 +59,8 @@ type Supervision struct {
 	// cancel ends the control sessions; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// stopPorts stops recording the sandbox's published ports.
+	stopPorts func()
 
 	endOnce sync.Once
 }
@@ -90,17 +92,26 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 		Supervisor: state.Supervisor{PID: self, StartTime: start},
 		Kind:       o.Kind,
 		Config:     o.Config, // redacted by the store
+		Ports:      recordPorts(sb.Ports()),
 	}
 	if err := o.Store.Register(rec); err != nil {
 		return nil, fmt.Errorf("record sandbox %s: %w", sb.ID(), err)
 	}
+	// Ports published or stopped while it runs (port_forward) are
+	// recorded as they change, for airlock port and get.
+	stopPorts := sb.WatchPorts(func(ports []airlock.PublishedPort) {
+		if err := o.Store.Update(sb.ID(), func(r *state.Record) { r.Ports = recordPorts(ports) }); err != nil {
+			o.Logger.Warn("could not record the sandbox's published ports", "sandbox", sb.ID(), "err", err)
+		}
+	})
 	ln, err := listen(o.Store.Dir(sb.ID()), "ctl.sock")
 	if err != nil {
+		stopPorts()
 		_ = o.Store.Update(sb.ID(), func(r *state.Record) { markEnded(r, state.StatusStopped, "control socket failed", nil) })
 		return nil, fmt.Errorf("open the control socket of sandbox %s: %w", sb.ID(), err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Supervision{id: sb.ID(), store: o.Store, rec: rec, ln: ln, log: o.Logger, cancel: cancel}
+	s := &Supervision{id: sb.ID(), store: o.Store, rec: rec, ln: ln, log: o.Logger, cancel: cancel, stopPorts: stopPorts}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -168,6 +179,7 @@ func (s *Supervision) EndFor(err error, reason string) {
 
 func (s *Supervision) end(status, reason string, exitCode *int) {
 	s.endOnce.Do(func() {
+		s.stopPorts()
 		s.ln.Close()
 		s.cancel()
 		s.wg.Wait()
@@ -192,9 +204,23 @@ func markEnded(r *state.Record, status, reason string, exitCode *int) {
 	r.Status = status
 	r.StoppedAt = time.Now()
 	r.Reason = reason
+	// A stopped sandbox publishes nothing.
+	r.Ports = nil
 	if exitCode != nil {
 		r.ExitCode = exitCode
 	}
+}
+
+// recordPorts is the record of published ports.
+func recordPorts(ports []airlock.PublishedPort) []state.Port {
+	if len(ports) == 0 {
+		return nil
+	}
+	out := make([]state.Port, len(ports))
+	for i, p := range ports {
+		out[i] = state.Port{HostIP: p.HostIP, HostPort: p.HostPort, SandboxPort: p.SandboxPort, Protocol: p.Protocol}
+	}
+	return out
 }
 
 func imageName(c airlock.Config) string {

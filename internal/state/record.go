@@ -84,10 +84,21 @@ type Record struct {
 	// Config is the sandbox configuration, already passed through Redact
 	// by the caller.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Ports are the sandbox's published ports while it runs: the host
+	// addresses bound and the sandbox ports they lead to.
+	Ports []Port `json:"ports,omitempty"`
 	// Damaged, set only in what Get and List return, says that the
 	// record could not be read: which file, what is wrong with it, and
 	// what to do. The other fields then hold what is known without it.
 	Damaged string `json:"damaged,omitempty"`
+}
+
+// Port is a published port of a running sandbox.
+type Port struct {
+	HostIP      string `json:"host_ip"`
+	HostPort    uint16 `json:"host_port"`
+	SandboxPort uint16 `json:"sandbox_port"`
+	Protocol    string `json:"protocol"`
 }
 
 // Supervisor identifies a process across PID reuse: its pid and its start
