@@ -43,6 +43,25 @@ const DefaultHostIP = "127.0.0.1"
 // sandbox does not publish.
 var ErrPortNotPublished = errors.New("port not published")
 
+// ErrTooManyPorts is returned by Publish for a sandbox that already
+// publishes MaxPublishedPorts ports.
+var ErrTooManyPorts = errors.New("too many published ports")
+
+// ErrHostPortUnavailable matches the error of a port that could not be
+// published because its host address cannot be listened on: the port
+// is in use, privileged, or the address is not this host's.
+var ErrHostPortUnavailable = errors.New("host port unavailable")
+
+// hostPortError is a host address that cannot be listened on.
+type hostPortError struct {
+	msg string
+	err error
+}
+
+func (e *hostPortError) Error() string        { return e.msg }
+func (e *hostPortError) Unwrap() error        { return e.err }
+func (e *hostPortError) Is(target error) bool { return target == ErrHostPortUnavailable }
+
 // errPortsNoNetwork is why a sandbox without a network cannot publish
 // ports; it matches ErrNoNetwork.
 type errPortsNoNetwork struct{}
@@ -173,7 +192,7 @@ func (s *Sandbox) publish(ctx context.Context, m PortMapping, ip netip.Addr) (Pu
 		return PublishedPort{}, cmp.Or(s.Err(), ErrClosed)
 	}
 	if len(p.forwards) >= MaxPublishedPorts {
-		return PublishedPort{}, fmt.Errorf("publish sandbox port %d: the sandbox already publishes %d ports, the most it may: stop one first", m.SandboxPort, MaxPublishedPorts)
+		return PublishedPort{}, fmt.Errorf("publish sandbox port %d: %w: the sandbox already publishes %d, the most it may: stop one first", m.SandboxPort, ErrTooManyPorts, MaxPublishedPorts)
 	}
 	network := "tcp4"
 	if ip.Is6() {
@@ -210,13 +229,15 @@ func listenError(m PortMapping, at netip.AddrPort, err error) error {
 	what := fmt.Sprintf("publish sandbox port %d on host address %s", m.SandboxPort, at)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("%s: the host port is in use by another program: choose another host port, or 0 (leave it out) for a free one", what)
+		what += ": the host port is in use by another program: choose another host port, or 0 (leave it out) for a free one"
 	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("%s: ports below 1024 need privileges on this host: choose a host port of 1024 or more, or 0 for a free one", what)
+		what += ": ports below 1024 need privileges on this host: choose a host port of 1024 or more, or 0 for a free one"
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return fmt.Errorf("%s: %s is not an address of this host: give one of its addresses, 127.0.0.1 (the default), or 0.0.0.0 for all of them", what, at.Addr())
+		what += fmt.Sprintf(": %s is not an address of this host: give one of its addresses, 127.0.0.1 (the default), or 0.0.0.0 for all of them", at.Addr())
+	default:
+		what += ": " + err.Error()
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return &hostPortError{msg: what, err: err}
 }
 
 // serveForward accepts connections on f's listener until it is closed.

@@ -1,16 +1,19 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
 )
 
 func TestParsePublish(t *testing.T) {
@@ -138,6 +141,21 @@ func TestPortDetached(t *testing.T) {
 		t.Errorf("airlock get: ports %+v (%v)", rec.Ports, err)
 	}
 
+	// Ports published and stopped at run time through the control
+	// socket are recorded as they change.
+	var pf airlock.PublishedPort
+	controlCall(t, filepath.Join(h.home, "sandboxes", id, "ctl.sock"), api.MethodPortForward, map[string]any{"sandbox_port": 8000}, &pf)
+	if lines := h.must(nil, "port", id, "8000"); !strings.Contains(lines, fmt.Sprintf("8000/tcp -> 127.0.0.1:%d\n", pf.HostPort)) || strings.Count(lines, "\n") != 2 {
+		t.Errorf("airlock port after port_forward:\n%s", lines)
+	}
+	if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", pf.HostPort)); body != "served\n" {
+		t.Errorf("GET through the port of port_forward: %q", body)
+	}
+	controlCall(t, filepath.Join(h.home, "sandboxes", id, "ctl.sock"), api.MethodPortForwardClose, map[string]any{"host_port": pf.HostPort}, nil)
+	if lines := h.must(nil, "port", id, "8000"); lines != "8000/tcp -> "+addr+"\n" {
+		t.Errorf("airlock port after port_forward_close:\n%s", lines)
+	}
+
 	h.must(nil, "kill", id)
 	if r := h.run(nil, "port", id); r.code != 125 || !strings.Contains(r.stderr, "not running") {
 		t.Errorf("airlock port of a stopped sandbox: code %d, stderr %q", r.code, r.stderr)
@@ -147,6 +165,37 @@ func TestPortDetached(t *testing.T) {
 		t.Fatalf("host port %s still taken after the sandbox was killed: %v", addr, err)
 	}
 	ln.Close()
+}
+
+// controlCall makes one JSON-RPC call on a sandbox's control socket.
+func controlCall(t *testing.T, sock, method string, params, result any) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if _, err := c.Write(append(req, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("%s on the control socket: %v", method, err)
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *api.Error      `json:"error"`
+	}
+	if err := json.Unmarshal(line, &resp); err != nil || resp.Error != nil {
+		t.Fatalf("%s on the control socket: %s (%v)", method, line, err)
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestRunPublishForeground publishes a port for one command, which

@@ -398,6 +398,30 @@ func (s *Sandbox) RemoveHost(ctx context.Context, pattern string) error {
 	return s.c.call(ctx, api.MethodPolicyRemove, api.PolicyHostParams{SandboxID: s.id, Host: pattern}, nil)
 }
 
+// PortForward publishes TCP port m.SandboxPort of the running sandbox on
+// the host, at m.HostIP (default 127.0.0.1) and m.HostPort (0: a free
+// port), as docker's -p does, and returns the address bound. A server
+// in the sandbox must listen on 0.0.0.0 (not 127.0.0.1 alone) to be
+// reached. No egress opens. A sandbox created without a network is an
+// error matching ErrUnsupported; a mapping that is not valid, or a host
+// port in use, ErrInvalidParams.
+func (s *Sandbox) PortForward(ctx context.Context, m api.PortMapping) (api.PortForward, error) {
+	var r api.PortForward
+	err := s.c.call(ctx, api.MethodPortForward, api.PortForwardParams{
+		SandboxID: s.id, SandboxPort: m.SandboxPort, HostPort: m.HostPort, HostIP: m.HostIP, Protocol: m.Protocol,
+	}, &r)
+	return r, err
+}
+
+// ClosePortForward stops the sandbox's ports published at hostPort on
+// hostIP (empty: on any host address), and returns what it stopped. A
+// port not published is an error matching ErrNotFound.
+func (s *Sandbox) ClosePortForward(ctx context.Context, hostIP string, hostPort uint16) ([]api.PortForward, error) {
+	var r api.PortForwardCloseResult
+	err := s.c.call(ctx, api.MethodPortForwardClose, api.PortForwardCloseParams{SandboxID: s.id, HostIP: hostIP, HostPort: hostPort}, &r)
+	return r.Closed, err
+}
+
 // unixMode converts the permission and special bits of an fs.FileMode to
 // their Unix encoding.
 func unixMode(m fs.FileMode) uint32 {

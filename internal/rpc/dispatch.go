@@ -94,6 +94,7 @@ func methodNames() []string {
 		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodSymlink, api.MethodSetAttr, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
 		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove, api.MethodStats,
+		api.MethodPortForward, api.MethodPortForwardClose,
 	}
 }
 
@@ -154,6 +155,11 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).policyRemove, control: true}, true
 	case api.MethodStats:
 		return methodSpec{fn: (*session).stats, control: true}, true
+	// So are port changes: a listener opened or closed.
+	case api.MethodPortForward:
+		return methodSpec{fn: (*session).portForward, control: true}, true
+	case api.MethodPortForwardClose:
+		return methodSpec{fn: (*session).portForwardClose, control: true}, true
 	}
 	return methodSpec{}, false
 }

@@ -22,8 +22,9 @@
 //   - At most Options.MaxInFlight requests and Options.MaxInFlightBytes
 //     bytes of request lines are handled at once; beyond that the server
 //     stops reading until some finish. A small reserve lets "cancel",
-//     "signal", "resize", "close", "info", "events.*" and "policy.*"
-//     through when long-running execs hold every slot.
+//     "signal", "resize", "close", "info", "events.*", "policy.*",
+//     "port_forward" and "port_forward_close" through when long-running
+//     execs hold every slot.
 //   - Events are delivered to the session from the start; each sandbox's
 //     queue holds a bounded number and drops the rest, counting them (the
 //     next event's "dropped", and "events_dropped" in "info").

@@ -53,6 +53,7 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 		Hostname:       p.Hostname,
 		AllowPtrace:    p.AllowPtrace,
 		Network:        network,
+		Ports:          p.Ports,
 		VFS:            vfsCfg,
 		Logger:         ss.log,
 		OnEvent:        ss.events.publish,
@@ -75,6 +76,9 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if err != nil {
 		if ae := commonError(ctx, nil, err); ae != nil {
 			return nil, ae
+		}
+		if errors.Is(err, airlock.ErrHostPortUnavailable) {
+			return nil, invalidParams("create params: ports: %v", err)
 		}
 		var ce *policy.ConfigError
 		if errors.As(err, &ce) {
@@ -112,7 +116,7 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	// The environment commands get: secrets as placeholders, never
 	// their values.
 	img := sb.Image()
-	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes(),
+	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes(), Ports: sb.Ports(),
 		Image: api.Image{Name: img.Name, Key: img.Key, WorkingDir: img.WorkingDir, User: img.User, Entrypoint: img.Entrypoint, Cmd: img.Cmd}}, nil
 }
 
@@ -276,6 +280,7 @@ func (ss *session) info(ctx context.Context, j *job) (any, error) {
 			PID:       e.sb.PID(),
 			Notes:     e.sb.Notes(),
 			State:     state,
+			Ports:     e.sb.Ports(),
 		})
 	}
 	return res, nil

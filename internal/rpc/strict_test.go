@@ -54,6 +54,8 @@ var misspelt = []struct {
 	{api.MethodPolicyAllow, map[string]any{"hosts": "example.com"}, "hosts", "host"},
 	{api.MethodPolicyDeny, map[string]any{"hots": "example.com"}, "hots", "host"},
 	{api.MethodPolicyRemove, map[string]any{"hst": "example.com"}, "hst", "host"},
+	{api.MethodPortForward, map[string]any{"sandbox_prt": 8000}, "sandbox_prt", "sandbox_port"},
+	{api.MethodPortForwardClose, map[string]any{"host_prt": 8000}, "host_prt", "host_port"},
 }
 
 // TestUnknownFieldsRefused sends every method a misspelt field, over a
