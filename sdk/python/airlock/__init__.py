@@ -18,7 +18,7 @@ from ._errors import (AirlockError, BinaryNotFound, Cancelled, ClientClosed, Com
                       NotFound, OutputOverflow, ParseError, PermissionDenied, PolicyDenied,
                       SandboxNotFound, SandboxNotRunning, StartFailed, Unsupported,
                       error_from_wire)
-from ._protocol import Chunk, Event, ExecResult, FileInfo, Info, PolicyResult, Usage, find_binary
+from ._protocol import Chunk, Event, ExecResult, FileInfo, Info, PolicyResult, PortForward, Usage, find_binary
 from ._sync import Client, EventStream, Policy, Process, Sandbox
 
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ __all__ = [
     "FileExists", "FileInfo", "FileNotFound", "FilePermission", "FileTooLarge", "Info",
     "InternalError", "InvalidParams", "InvalidPath", "InvalidRequest", "IsADirectory",
     "LimitExceeded", "MethodNotFound", "NoSpace", "NotADirectory", "NotFound", "OutputOverflow",
-    "ParseError", "PermissionDenied", "Policy", "PolicyDenied", "PolicyResult", "Process", "Usage",
+    "ParseError", "PermissionDenied", "Policy", "PolicyDenied", "PolicyResult", "PortForward", "Process", "Usage",
     "Sandbox", "SandboxNotFound", "SandboxNotRunning", "StartFailed", "Unsupported",
     "error_from_wire", "find_binary",
 ]

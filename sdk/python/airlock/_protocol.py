@@ -376,6 +376,41 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class PortForward:
+    """A published port: the host address bound and the sandbox port it
+    leads to."""
+
+    host_ip: str
+    host_port: int
+    sandbox_port: int
+    protocol: str = "tcp"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "PortForward":
+        return cls(str(r.get("host_ip", "")), int(r.get("host_port", 0)), int(r.get("sandbox_port", 0)),
+                   str(r.get("protocol", "tcp")))
+
+
+def port_forward_params(sandbox_port: int, host_port: Optional[int], host_ip: Optional[str],
+                        protocol: Optional[str]) -> Dict[str, Any]:
+    p: Dict[str, Any] = {"sandbox_port": sandbox_port}
+    if host_port is not None:
+        p["host_port"] = host_port
+    if host_ip is not None:
+        p["host_ip"] = host_ip
+    if protocol is not None:
+        p["protocol"] = protocol
+    return p
+
+
+def port_close_params(host_port: int, host_ip: Optional[str]) -> Dict[str, Any]:
+    p: Dict[str, Any] = {"host_port": host_port}
+    if host_ip is not None:
+        p["host_ip"] = host_ip
+    return p
+
+
+@dataclass(frozen=True)
 class Event:
     """An event: ``type`` is exec, file, network or lifecycle and ``detail``
     its object (ExecEvent, FileEvent, ... of api/api.go, as a dict).

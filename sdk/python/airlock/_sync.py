@@ -14,7 +14,7 @@ from typing import (IO, Any, Callable, Deque, Dict, Iterator, List, Mapping, Opt
 from . import _protocol as P
 from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
-                        PolicyResult, Usage)
+                        PolicyResult, PortForward, Usage)
 
 PathLike = Union[str, "os.PathLike[str]"]
 EventHandler = Callable[[Event], Any]
@@ -637,6 +637,7 @@ class Sandbox:
         self.env: Dict[str, str] = dict(created.get("env") or {})
         self.notes: List[str] = list(created.get("notes") or [])
         self.image: Dict[str, Any] = dict(created.get("image") or {})
+        self.ports: List[PortForward] = [PortForward.from_wire(x) for x in created.get("ports") or ()]
         self._owns_client = owns_client
         self._closed = False
         self.policy = Policy(self)
@@ -686,6 +687,23 @@ class Sandbox:
 
     def _p(self, **kw: Any) -> Dict[str, Any]:
         return P.with_id(kw, self.id)
+
+    # ------------------------------------------------------------ ports
+
+    def port_forward(self, sandbox_port: int, *, host_port: Optional[int] = None,
+                     host_ip: Optional[str] = None, protocol: Optional[str] = None) -> PortForward:
+        """Publishes a TCP port of the sandbox on the host (127.0.0.1 unless
+        ``host_ip`` says otherwise; ``host_port`` None or 0: a free one) and
+        returns the address bound. A server in the sandbox must listen on
+        0.0.0.0. No egress opens."""
+        r = self._client._call("port_forward", P.with_id(
+            P.port_forward_params(sandbox_port, host_port, host_ip, protocol), self.id))
+        return PortForward.from_wire(r)
+
+    def port_forward_close(self, host_port: int, *, host_ip: Optional[str] = None) -> List[PortForward]:
+        """Stops the ports published at ``host_port`` (on ``host_ip``, or any)."""
+        r = self._client._call("port_forward_close", P.with_id(P.port_close_params(host_port, host_ip), self.id))
+        return [PortForward.from_wire(x) for x in r.get("closed") or ()]
 
     # ------------------------------------------------------------ exec
 

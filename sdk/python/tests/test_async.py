@@ -102,3 +102,28 @@ def test_async_two_sandboxes_in_parallel() -> None:
             assert (await a.exec("echo ok")).stdout == b"ok\n"
 
     run(main())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.access("/dev/net/tun", os.R_OK | os.W_OK),
+                    reason="a sandbox network needs root or /dev/net/tun")
+def test_async_port_forward() -> None:
+    async def main() -> None:
+        async with aio.Sandbox.create(network={}) as sb:
+            await sb.start(["python3", "-c", "import socket\ns = socket.socket(); s.bind(('0.0.0.0', 8000)); s.listen(8)\n"
+                                              "while True:\n    c, _ = s.accept(); c.sendall(b'hi'); c.close()\n"])
+            pf = await sb.port_forward(8000)
+            assert pf.host_ip == "127.0.0.1" and pf.sandbox_port == 8000
+            got = b""
+            for _ in range(300):
+                try:
+                    r, w = await asyncio.open_connection(pf.host_ip, pf.host_port)
+                    got = await r.read()
+                    w.close()
+                except OSError:
+                    pass
+                if got:
+                    break
+                await asyncio.sleep(0.05)
+            assert got == b"hi"
+            assert await sb.port_forward_close(pf.host_port) == [pf]
+    run(main())

@@ -217,6 +217,60 @@ def test_policy() -> None:
             sb.policy.allow("not a host")
 
 
+_HELLO_SERVER = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8000)); s.listen(8)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello"); c.close()
+"""
+
+
+def _read_through(host: str, port: int) -> bytes:
+    import socket
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=5) as c:
+                got = b""
+                while True:
+                    b = c.recv(100)
+                    if not b:
+                        break
+                    got += b
+                if got:
+                    return got
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nothing through {host}:{port}")
+        time.sleep(0.05)
+
+
+def test_port_forward_without_network(sb: airlock.Sandbox) -> None:
+    with pytest.raises(airlock.Unsupported) as e:
+        sb.port_forward(8000)
+    assert "publishing ports needs" in str(e.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.access("/dev/net/tun", os.R_OK | os.W_OK),
+                    reason="a sandbox network needs root or /dev/net/tun")
+def test_port_forward() -> None:
+    with airlock.Sandbox.create(ports=[{"sandbox_port": 8000}]) as sb:
+        assert len(sb.ports) == 1 and sb.ports[0].sandbox_port == 8000 and sb.ports[0].host_ip == "127.0.0.1"
+        p = sb.start(["python3", "-c", _HELLO_SERVER])
+        assert _read_through(sb.ports[0].host_ip, sb.ports[0].host_port) == b"hello"
+        pf = sb.port_forward(8000, host_ip="127.0.0.1")
+        assert pf.host_port not in (0, sb.ports[0].host_port) and pf.protocol == "tcp"
+        assert _read_through(pf.host_ip, pf.host_port) == b"hello"
+        assert sb.port_forward_close(pf.host_port) == [pf]
+        with pytest.raises(airlock.SandboxNotFound):
+            sb.port_forward_close(pf.host_port)
+        with pytest.raises(airlock.InvalidParams):
+            sb.port_forward(53, protocol="udp")
+        p.cancel()
+
+
 def test_errors_and_info(bin_path: str) -> None:
     with pytest.raises(airlock.InvalidParams) as e:
         airlock.Sandbox.create(resources={"memory_mbs": 1})

@@ -18,6 +18,7 @@ import type {
   ImageProgress,
   OutputChunk,
   PolicyHosts,
+  PortForward,
   SandboxEvent,
   StartOptions,
   Usage,
@@ -228,6 +229,10 @@ export class Process implements AsyncIterable<OutputChunk> {
   }
 }
 
+function portForward(r: any): PortForward {
+  return { hostIp: r.host_ip, hostPort: r.host_port, sandboxPort: r.sandbox_port, protocol: r.protocol ?? 'tcp' };
+}
+
 /** The network policy of a sandbox: its lists of allowed and denied host patterns. */
 export class Policy {
   /** @internal */
@@ -274,6 +279,8 @@ export class Sandbox {
   readonly image: ImageInfo;
   /** Its network policy (UnsupportedError on a sandbox created without network). */
   readonly policy: Policy;
+  /** The ports create published (its params' ports), with the host addresses bound. */
+  readonly ports: PortForward[];
   private closing: Promise<void> | undefined;
 
   /** @internal */
@@ -292,6 +299,7 @@ export class Sandbox {
       cmd: im.cmd,
     };
     this.policy = new Policy(this);
+    this.ports = (r.ports ?? []).map(portForward);
   }
 
   /**
@@ -620,6 +628,30 @@ export class Sandbox {
   }
   removeHost(pattern: string): Promise<PolicyHosts> {
     return this.policy.remove(pattern);
+  }
+
+  // Published ports.
+
+  /**
+   * Publishes a TCP port of the sandbox on the host (127.0.0.1 unless
+   * hostIp says otherwise; hostPort absent or 0: a free one) and returns
+   * the address bound. No egress opens; UnsupportedError on a sandbox
+   * without network.
+   */
+  async portForward(sandboxPort: number, opts: { hostPort?: number; hostIp?: string; protocol?: string } = {}): Promise<PortForward> {
+    const p: Record<string, unknown> = { sandbox_port: sandboxPort };
+    if (opts.hostPort !== undefined) p.host_port = opts.hostPort;
+    if (opts.hostIp !== undefined) p.host_ip = opts.hostIp;
+    if (opts.protocol !== undefined) p.protocol = opts.protocol;
+    return portForward((await this.call('port_forward', p)).result);
+  }
+
+  /** Stops the ports published at hostPort (on hostIp, or any); NotFoundError when none is. */
+  async portForwardClose(hostPort: number, hostIp?: string): Promise<PortForward[]> {
+    const p: Record<string, unknown> = { host_port: hostPort };
+    if (hostIp !== undefined) p.host_ip = hostIp;
+    const r = (await this.call('port_forward_close', p)).result as any;
+    return (r.closed ?? []).map(portForward);
   }
 
   // Events.

@@ -43,6 +43,8 @@ export interface CreateParams {
     response_header_timeout_seconds?: number;
     [key: string]: unknown;
   };
+  /** TCP ports to publish on the host once it has started (see Sandbox.portForward). */
+  ports?: PortMapping[];
   /** Programmable mounts, direct mounts and blocked paths, by sandbox path. */
   vfs?: {
     mounts?: Record<string, VfsMount>;
@@ -114,6 +116,26 @@ export interface FileInfo {
   isDir: boolean;
   modTime: Date;
   link?: string;
+}
+
+/** A TCP port of the sandbox to publish on the host, as docker's -p. */
+export interface PortMapping {
+  /** The port a server in the sandbox listens on (on 0.0.0.0, not 127.0.0.1 alone). */
+  sandbox_port: number;
+  /** The host port; absent or 0: a free one. */
+  host_port?: number;
+  /** The host address; absent: 127.0.0.1. */
+  host_ip?: string;
+  /** "tcp" (the default); "udp" is refused. */
+  protocol?: string;
+}
+
+/** A published port: the host address bound and the sandbox port it leads to. */
+export interface PortForward {
+  hostIp: string;
+  hostPort: number;
+  sandboxPort: number;
+  protocol: string;
 }
 
 /** The host lists of a sandbox's network policy, after a change. */

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { Writable } from 'node:stream';
 
@@ -472,6 +473,63 @@ describe('network policy', { skip }, () => {
         assert.equal(ev.value.network.blocked, true);
       }
       void PolicyDeniedError;
+    } finally {
+      await sb.close();
+    }
+  });
+});
+
+// readFrom connects to host:port and reads to the end, retrying until
+// something answers.
+async function readFrom(host, port) {
+  for (let i = 0; i < 300; i++) {
+    const got = await new Promise((resolve) => {
+      const chunks = [];
+      const c = connect({ host, port });
+      c.on('data', (d) => chunks.push(d));
+      c.on('end', () => resolve(Buffer.concat(chunks).toString()));
+      c.on('error', () => resolve(''));
+    });
+    if (got) return got;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return '';
+}
+
+describe('published ports', { skip }, () => {
+  test('create ports, portForward and portForwardClose', async (t) => {
+    let sb;
+    try {
+      sb = await Sandbox.create({ ports: [{ sandbox_port: 8000 }] });
+    } catch (e) {
+      if (e instanceof UnsupportedError) return t.skip(`no network here: ${e.message}`);
+      throw e;
+    }
+    try {
+      assert.equal(sb.ports.length, 1);
+      assert.equal(sb.ports[0].hostIp, '127.0.0.1');
+      assert.equal(sb.ports[0].sandboxPort, 8000);
+      const server = 'import socket\ns = socket.socket(); s.bind(("0.0.0.0", 8000)); s.listen(8)\n' +
+        'while True:\n    c, _ = s.accept(); c.sendall(b"hello"); c.close()\n';
+      const p = sb.start(['python3', '-c', server]);
+      assert.equal(await readFrom(sb.ports[0].hostIp, sb.ports[0].hostPort), 'hello');
+      const pf = await sb.portForward(8000, { hostIp: '127.0.0.1' });
+      assert.equal(pf.protocol, 'tcp');
+      assert.notEqual(pf.hostPort, sb.ports[0].hostPort);
+      assert.equal(await readFrom(pf.hostIp, pf.hostPort), 'hello');
+      assert.deepEqual(await sb.portForwardClose(pf.hostPort), [pf]);
+      await assert.rejects(sb.portForwardClose(pf.hostPort), NotFoundError);
+      await assert.rejects(sb.portForward(53, { protocol: 'udp' }), InvalidParamsError);
+      await p.cancel().catch(() => {});
+    } finally {
+      await sb.close();
+    }
+  });
+
+  test('a sandbox without network publishes nothing', async () => {
+    const sb = await Sandbox.create({});
+    try {
+      await assert.rejects(sb.portForward(8000), (e) => e instanceof UnsupportedError && /publishing ports needs/.test(e.message));
     } finally {
       await sb.close();
     }
