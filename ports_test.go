@@ -338,3 +338,99 @@ func TestPortConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// holdServer greets each connection and holds it open until the client
+// closes it.
+const holdServer = `
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(1024)
+def hold(c):
+    c.sendall(b"+")
+    while c.recv(100):
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=hold, args=(c,), daemon=True).start()
+`
+
+// TestPortConnectionLimit opens MaxPortConns connections through one
+// published port: the next is reset at once, and one closed makes room.
+// It also publishes on the host's IPv6 loopback.
+func TestPortConnectionLimit(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	sb := portSandbox(t, airlock.Config{Ports: []airlock.PortMapping{{SandboxPort: 7000, HostIP: "::1"}}})
+	p := sb.Ports()[0]
+	if p.HostIP != "::1" {
+		t.Fatalf("published on %q, want ::1", p.HostIP)
+	}
+	addr := hostAddr(p)
+	if _, err := sb.Start(ctx, airlock.Command{Argv: []string{"python3", "-c", holdServer, "7000"}, Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	// open connects and waits for the server's "+": the connection
+	// reached the sandbox.
+	open := func() (net.Conn, error) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.SetReadDeadline(time.Time{})
+		return c, nil
+	}
+	var first net.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c, err := open()
+		if err == nil {
+			first = c
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server in the sandbox never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	conns := []net.Conn{first}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	start := time.Now()
+	for len(conns) < airlock.MaxPortConns {
+		c, err := open()
+		if err != nil {
+			t.Fatalf("connection %d of %d through the port: %v", len(conns)+1, airlock.MaxPortConns, err)
+		}
+		conns = append(conns, c)
+	}
+	t.Logf("%d connections in %s", len(conns), time.Since(start))
+	start = time.Now()
+	if c, err := open(); err == nil {
+		c.Close()
+		t.Fatalf("connection %d through one port reached the sandbox; the most is %d", airlock.MaxPortConns+1, airlock.MaxPortConns)
+	}
+	t.Logf("one more refused in %s", time.Since(start))
+	conns[0].Close()
+	conns = conns[1:]
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := open()
+		if err == nil {
+			conns = append(conns, c)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room once a connection closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/jsonblob"
 )
 
@@ -30,6 +31,8 @@ type jsonResult struct {
 	Signal          *int     `json:"signal"`
 	LimitsHit       []string `json:"limits_hit,omitempty"`
 	Notes           []string `json:"notes,omitempty"`
+	// Ports are the ports the sandbox published (-p).
+	Ports []airlock.PublishedPort `json:"ports,omitempty"`
 }
 
 // encodingOf is how output goes into JSON: as text when it is UTF-8,

@@ -207,6 +207,14 @@ func TestRunPublishForeground(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "sandbox port 8000/tcp published at 127.0.0.1:") || !strings.Contains(r.stdout, "nameserver 10.88.0.1") {
 		t.Errorf("run -p: code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
+	r = runCLI(t, nil, "run", "--json", "-p", "[::1]::8000", "--", "true")
+	var res struct {
+		ExitCode int                     `json:"exit_code"`
+		Ports    []airlock.PublishedPort `json:"ports"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.ExitCode != 0 || len(res.Ports) != 1 || res.Ports[0].HostIP != "::1" || res.Ports[0].SandboxPort != 8000 {
+		t.Errorf("run --json -p [::1]::8000: %q (%v)", r.stdout, err)
+	}
 	if r := runCLI(t, nil, "run", "-p", "53/udp", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "only TCP ports") {
 		t.Errorf("run -p 53/udp: code %d, stderr %q", r.code, r.stderr)
 	}

@@ -425,6 +425,7 @@ func (a *app) runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.
 		PeakMemoryBytes: res.PeakMemoryBytes,
 		LimitsHit:       res.LimitsHit,
 		Notes:           sb.Notes(),
+		Ports:           sb.Ports(),
 	}
 	if res.KilledBy != "" {
 		k := string(res.KilledBy)
