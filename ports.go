@@ -33,6 +33,9 @@ const (
 	// MaxPortConns bounds the connections open at once through one
 	// published port; more are reset as they arrive.
 	MaxPortConns = 256
+	// MaxInboundConns bounds the connections open at once through all
+	// the published ports of a sandbox; more are reset as they arrive.
+	MaxInboundConns = 1024
 )
 
 // DefaultHostIP is the host address a port is published on when its
@@ -150,6 +153,9 @@ type ports struct {
 	notifyMu sync.Mutex
 	watchers map[int]func([]PublishedPort)
 	nextID   int
+	// slots bounds the connections through all the forwards at once
+	// (MaxInboundConns); made with the first forward.
+	slots chan struct{}
 }
 
 // Publish publishes a TCP port of the sandbox on the host, as docker's
@@ -163,7 +169,8 @@ type ports struct {
 //
 // It needs the sandbox's network (HasNetwork); Config.Ports gives a
 // sandbox one that allows no egress. At most MaxPublishedPorts ports are
-// published at once, each with at most MaxPortConns connections.
+// published at once, each with at most MaxPortConns connections open,
+// and MaxInboundConns across them; more are reset as they arrive.
 // Unpublish stops one; Close stops them all.
 func (s *Sandbox) Publish(ctx context.Context, m PortMapping) (PublishedPort, error) {
 	if err := s.Err(); err != nil {
@@ -216,9 +223,12 @@ func (s *Sandbox) publish(ctx context.Context, m PortMapping, ip netip.Addr) (Pu
 		slots:  make(chan struct{}, MaxPortConns),
 		conns:  map[*net.TCPConn]struct{}{},
 	}
+	if p.slots == nil {
+		p.slots = make(chan struct{}, MaxInboundConns)
+	}
 	p.forwards = append(p.forwards, f)
 	f.wg.Add(1)
-	go s.serveForward(f)
+	go s.serveForward(f, p.slots)
 	s.log.Info("port published", "host", bound.String(), "sandbox_port", m.SandboxPort)
 	return f.pub, nil
 }
@@ -240,8 +250,9 @@ func listenError(m PortMapping, at netip.AddrPort, err error) error {
 	return &hostPortError{msg: what, err: err}
 }
 
-// serveForward accepts connections on f's listener until it is closed.
-func (s *Sandbox) serveForward(f *forward) {
+// serveForward accepts connections on f's listener until it is closed;
+// each takes one of f's slots and one of the sandbox's, all.
+func (s *Sandbox) serveForward(f *forward, all chan struct{}) {
 	defer f.wg.Done()
 	backoff := time.Duration(0)
 	for {
@@ -262,29 +273,47 @@ func (s *Sandbox) serveForward(f *forward) {
 			}
 		}
 		backoff = 0
-		select {
-		case f.slots <- struct{}{}:
-		default:
-			s.log.Warn("published port: connection refused", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort,
-				"reason", fmt.Sprintf("%d connections already open through it, the most it takes", MaxPortConns))
+		if why := takeSlot(f.slots, all); why != "" {
+			s.log.Warn("published port: connection refused", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort, "reason", why)
 			_ = c.SetLinger(0)
 			c.Close()
 			continue
 		}
-		if !f.track(c) {
+		release := func() {
 			<-f.slots
+			<-all
+		}
+		if !f.track(c) {
+			release()
 			return
 		}
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			defer func() { <-f.slots }()
+			defer release()
 			defer f.untrack(c)
 			_, _, err := s.net.stack.ForwardInbound(f.ctx, c, f.pub.SandboxPort)
 			if err != nil && f.ctx.Err() == nil {
 				s.log.Debug("published port: connection not forwarded", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort, "err", err)
 			}
 		}()
+	}
+}
+
+// takeSlot takes a slot of one forward and one of the sandbox's, or
+// neither and says why.
+func takeSlot(one, all chan struct{}) (why string) {
+	select {
+	case one <- struct{}{}:
+	default:
+		return fmt.Sprintf("%d connections already open through this port, the most one takes", MaxPortConns)
+	}
+	select {
+	case all <- struct{}{}:
+		return ""
+	default:
+		<-one
+		return fmt.Sprintf("%d connections already open through the sandbox's published ports, the most they take together", MaxInboundConns)
 	}
 }
 
