@@ -66,6 +66,9 @@ func newNetwork(c *Config) (*network, error) {
 		}
 		// Published ports need the network; it allows nothing out.
 		c.Network = &policy.Config{}
+		if _, err := checkNetworkSupport(c.Isolation); err != nil {
+			return nil, fmt.Errorf("publishing ports needs the sandbox's network, which allows no egress here: %w", err)
+		}
 	}
 	viaAgent, err := checkNetworkSupport(c.Isolation)
 	if err != nil {

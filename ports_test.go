@@ -318,6 +318,12 @@ func TestPortNeedsNetwork(t *testing.T) {
 	if p := sb.Ports(); len(p) != 0 {
 		t.Errorf("Ports() = %+v", p)
 	}
+	// Where this version gives no network, ports say why they cannot be
+	// published.
+	_, err = airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor, Ports: []airlock.PortMapping{{SandboxPort: 8000}}})
+	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), "publishing ports needs the sandbox's network") {
+		t.Errorf("Create with ports where no network can be given: %v", err)
+	}
 }
 
 func TestPortConfigValidation(t *testing.T) {
