@@ -8,12 +8,15 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/api"
+	"github.com/airlock-sandbox/airlock/internal/netstack"
+	"github.com/airlock-sandbox/airlock/policy"
 )
 
 // PortMapping asks for a TCP port of the sandbox to be published on the
@@ -130,13 +133,15 @@ func validatePorts(ports []PortMapping) error {
 // connections it has accepted, each spliced with a connection to the
 // sandbox's port through its network stack.
 type forward struct {
-	pub    PublishedPort
-	ip     netip.Addr
-	ln     *net.TCPListener
-	ctx    context.Context
-	cancel context.CancelFunc
-	slots  chan struct{}
-	wg     sync.WaitGroup
+	pub PublishedPort
+	ip  netip.Addr
+	// sandboxIP is the sandbox's address, where connections go.
+	sandboxIP string
+	ln        *net.TCPListener
+	ctx       context.Context
+	cancel    context.CancelFunc
+	slots     chan struct{}
+	wg        sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[*net.TCPConn]struct{}
@@ -222,6 +227,8 @@ func (s *Sandbox) publish(ctx context.Context, m PortMapping, ip netip.Addr) (Pu
 		cancel: cancel,
 		slots:  make(chan struct{}, MaxPortConns),
 		conns:  map[*net.TCPConn]struct{}{},
+		// The stack exists: publish runs once the network does.
+		sandboxIP: s.net.stack.SandboxAddr(),
 	}
 	if p.slots == nil {
 		p.slots = make(chan struct{}, MaxInboundConns)
@@ -277,6 +284,7 @@ func (s *Sandbox) serveForward(f *forward, all chan struct{}) {
 			s.log.Warn("published port: connection refused", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort, "reason", why)
 			_ = c.SetLinger(0)
 			c.Close()
+			s.emitNetwork(f.event(policy.ReasonLimit + ": " + why))
 			continue
 		}
 		release := func() {
@@ -292,11 +300,32 @@ func (s *Sandbox) serveForward(f *forward, all chan struct{}) {
 			defer f.wg.Done()
 			defer release()
 			defer f.untrack(c)
-			_, _, err := s.net.stack.ForwardInbound(f.ctx, c, f.pub.SandboxPort)
-			if err != nil && f.ctx.Err() == nil {
-				s.log.Debug("published port: connection not forwarded", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort, "err", err)
+			start := time.Now()
+			in, out, err := s.net.stack.ForwardInbound(f.ctx, c, f.pub.SandboxPort)
+			if errors.Is(err, context.Canceled) || errors.Is(err, netstack.ErrClosed) {
+				return // stopped with the port or the sandbox
 			}
+			ev := f.event("")
+			if err != nil {
+				s.log.Debug("published port: connection not forwarded", "host", f.ln.Addr().String(), "sandbox_port", f.pub.SandboxPort, "err", err)
+				ev.Reason = policy.ReasonUpstreamError + ": " + err.Error()
+			}
+			ev.RequestBytes, ev.ResponseBytes = in, out
+			ev.DurationMs = time.Since(start).Milliseconds()
+			s.emitNetwork(ev)
 		}()
+	}
+}
+
+// event is the network event of a connection through f.
+func (f *forward) event(reason string) api.NetworkEvent {
+	return api.NetworkEvent{
+		Kind:   api.NetInbound,
+		Host:   net.JoinHostPort(f.pub.HostIP, strconv.Itoa(int(f.pub.HostPort))),
+		IP:     f.sandboxIP,
+		Port:   f.pub.SandboxPort,
+		Proto:  "tcp",
+		Reason: reason,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/api"
 	"github.com/airlock-sandbox/airlock/policy"
 )
 
@@ -209,6 +210,33 @@ except OSError as e:
 		allowed, _, err := sb.Hosts()
 		if err != nil || len(allowed) != 0 {
 			t.Errorf("allowed hosts of a sandbox with ports and no network policy = %v, %v; want none", allowed, err)
+		}
+	})
+
+	t.Run("inbound events", func(t *testing.T) {
+		var served, refused bool
+		deadline := time.Now().Add(5 * time.Second)
+		for !(served && refused) && time.Now().Before(deadline) {
+			mu.Lock()
+			for _, e := range events {
+				if e.Kind != api.NetInbound {
+					continue
+				}
+				if e.Blocked {
+					t.Errorf("an inbound connection is reported blocked: %+v", e)
+				}
+				switch {
+				case e.Port == 8000 && e.Host == addr && e.IP == "10.88.0.2" && e.Reason == "" && e.RequestBytes > 0 && e.ResponseBytes == e.RequestBytes:
+					served = true
+				case e.Port == 9 && strings.HasPrefix(e.Reason, policy.ReasonUpstreamError+": "):
+					refused = true
+				}
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !served || !refused {
+			t.Errorf("inbound events: one served through %s %v, one refused at port 9 %v", addr, served, refused)
 		}
 	})
 

@@ -621,7 +621,11 @@ type FileEvent struct {
 type NetworkEvent struct {
 	// Kind is "http" (one HTTP request, plain or intercepted TLS),
 	// "dns" (one DNS question), "tcp" (a connection that is not
-	// intercepted, or that was refused before any request) or "udp".
+	// intercepted, or that was refused before any request), "udp", or
+	// "inbound" (a connection from the host through a published port:
+	// Host is the host address it came in at, IP and Port the sandbox's
+	// address and port, RequestBytes what went in, ResponseBytes what
+	// came out).
 	Kind   string `json:"kind"`
 	Method string `json:"method,omitempty"`
 	URL    string `json:"url,omitempty"`
@@ -653,6 +657,9 @@ const (
 	NetDNS  = "dns"
 	NetTCP  = "tcp"
 	NetUDP  = "udp"
+	// NetInbound is a connection from the host through a published
+	// port; it never crosses the egress policy.
+	NetInbound = "inbound"
 )
 
 // LifecycleEvent reports a sandbox starting or stopping.

@@ -26,7 +26,8 @@ var ErrClosed = errors.New("netstack: the sandbox's network is closed")
 // how a published port reaches the sandbox: it goes in through the
 // stack and never through the egress policy, which decides only what
 // the sandbox opens. When nothing in the sandbox listens on port (or
-// the handshake fails), c is reset and the error says why.
+// the handshake fails), c is reset and the error says why; it matches
+// ErrClosed when the stack closed, and ctx's error when ctx ended.
 func (st *Stack) ForwardInbound(ctx context.Context, c *net.TCPConn, port uint16) (sent, received int64, err error) {
 	if !st.enter() {
 		c.Close()
@@ -41,13 +42,20 @@ func (st *Stack) ForwardInbound(ctx context.Context, c *net.TCPConn, port uint16
 	to := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(st.cfg.SandboxV4.Addr().As4()), Port: port}
 	conn, err := gonet.DialContextTCP(dctx, st.s, to, ipv4.ProtocolNumber)
 	if err != nil {
+		// Why, before the host's client can see it: the caller may stop
+		// the forward once it has.
+		switch {
+		case st.ctx.Err() != nil:
+			err = ErrClosed
+		case ctx.Err() != nil:
+			err = fmt.Errorf("connect to port %d of the sandbox: %w", port, ctx.Err())
+		default:
+			err = fmt.Errorf("connect to port %d of the sandbox (%s): %w", port, st.cfg.SandboxV4.Addr(), err)
+		}
 		// A reset tells the host's client at once that nothing answered.
 		_ = c.SetLinger(0)
 		c.Close()
-		if st.ctx.Err() != nil {
-			return 0, 0, ErrClosed
-		}
-		return 0, 0, fmt.Errorf("connect to port %d of the sandbox (%s): %w", port, st.cfg.SandboxV4.Addr(), err)
+		return 0, 0, err
 	}
 	if !st.track(conn, c) {
 		return 0, 0, ErrClosed

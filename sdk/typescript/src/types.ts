@@ -180,7 +180,7 @@ export interface FileEvent {
 }
 
 export interface NetworkEvent {
-  kind: 'http' | 'dns' | 'tcp' | 'udp' | string;
+  kind: 'http' | 'dns' | 'tcp' | 'udp' | 'inbound' | string;
   method?: string;
   url?: string;
   host?: string;
