@@ -106,10 +106,10 @@ func (a *app) newPortCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "port ID [SANDBOX_PORT[/tcp]]",
 		Short: "List the ports a running sandbox publishes on the host",
-		Long: `List the ports a running sandbox publishes on the host (run -p, JSON-RPC
-port_forward), as docker port does: one line per port,
-SANDBOX_PORT/tcp -> HOST_IP:HOST_PORT. With a sandbox port, only the host
-addresses that lead to it.`,
+		Long: `List the ports a running sandbox publishes on the host (those of run -p,
+and those a client of its control socket published while it runs), as
+docker port does: one line per port, SANDBOX_PORT/tcp -> HOST_IP:HOST_PORT.
+With a sandbox port, only the host addresses that lead to it.`,
 		Example: `  airlock run -d -p 8080:8000 -- python3 -m http.server 8000
   airlock port sb-3f              # 8000/tcp -> 127.0.0.1:8080
   airlock port sb-3f 8000
