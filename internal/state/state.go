@@ -162,17 +162,10 @@ func (s *Store) Register(rec Record) error {
 		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
 	}
 	if rec.Name != "" {
-		if err := claimName(root, rec.Name, rec.ID); err != nil {
-			return err
+		if err := ValidateName(rec.Name); err != nil {
+			return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
 		}
 	}
-	registered := false
-	defer func() {
-		if !registered && rec.Name != "" {
-			releaseName(root, rec.Name, rec.ID)
-		}
-	}()
-
 	staging := ".new-" + rec.ID + "-" + randomSuffix()
 	if err := mkdirPrivate(root, staging); err != nil {
 		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
@@ -190,7 +183,16 @@ func (s *Store) Register(rec Record) error {
 		}
 		return fmt.Errorf("register sandbox %s: %w", rec.ID, err)
 	}
-	registered = true
+	// The name is claimed once the folder it points at exists: a claim
+	// whose folder is missing is one whose sandbox is gone, which the next
+	// claimant takes over. The loser of a race for a name removes its
+	// folder again.
+	if rec.Name != "" {
+		if err := claimName(root, rec.Name, rec.ID); err != nil {
+			root.RemoveAll(rec.ID)
+			return err
+		}
+	}
 	return nil
 }
 
