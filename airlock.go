@@ -16,47 +16,30 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/yamux"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/bootcfg"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/backends"
+	"github.com/airlock-sandbox/airlock/internal/spare"
 	"github.com/airlock-sandbox/airlock/policy"
 )
-
-// backend is what an isolation boundary provides once its agent is running.
-type backend interface {
-	Conn() io.ReadWriteCloser
-	Notes() []string
-	Done() <-chan struct{}
-	Err() error
-	PID() int
-	Counters() (boundary.Counters, error)
-	Usage() (boundary.Usage, error)
-	Close() error
-}
-
-// linkReceiver is a backend whose agent can make the sandbox's network
-// interface and send its file back.
-type linkReceiver interface {
-	ReceiveLink(ctx context.Context) (*os.File, error)
-}
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
 	id      string
 	cfg     Config
-	b       backend
+	b       boundary.Sandbox
 	net     *network
 	vfs     *sandboxVFS
 	sess    *yamux.Session
-	spare   *spareStream
+	spare   *spare.Stream
 	notes   []string
 	log     *slog.Logger
 	created time.Time
@@ -74,7 +57,7 @@ type Sandbox struct {
 // Errors that callers can test for with errors.Is.
 var (
 	ErrClosed      = errors.New("sandbox is closed")
-	ErrUnavailable = errors.New("isolation level unavailable")
+	ErrUnavailable = boundary.ErrUnavailable
 	// ErrCrashed matches the error of a sandbox that ended by itself,
 	// because its agent died (killed, or exited) under it; such an error
 	// is a *CrashError and also matches ErrClosed.
@@ -152,7 +135,11 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
 	}
-	nw, err := newNetwork(&c)
+	be, err := backends.For(string(c.Isolation))
+	if err != nil {
+		return nil, err
+	}
+	nw, err := newNetwork(&c, be)
 	if err != nil {
 		return nil, err
 	}
@@ -165,15 +152,23 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		nw.close()
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
 	}
-	boot := bootConfig(id, &c, st)
+	boot := bootcfg.Boot(bootInput(id, &c, st))
 	fsys.boot(boot)
 	if nw != nil {
 		nw.configureBoot(boot)
 	}
-	b, err := startBoundary(ctx, id, &c, st, boot)
+	spec, err := boundarySpec(id, &c, st)
 	if err != nil {
 		nw.close()
 		return nil, err
+	}
+	if nw != nil {
+		spec.Link = nw.linkSpec()
+	}
+	b, err := be.Start(ctx, spec, boot)
+	if err != nil {
+		nw.close()
+		return nil, fmt.Errorf("start %s sandbox: %w", c.Isolation, err)
 	}
 	s := &Sandbox{id: id, cfg: c, b: b, net: nw, vfs: fsys, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
@@ -182,12 +177,6 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		b.Close()
 		nw.close()
 		return nil, err
-	}
-	if nw != nil && !nw.viaAgent {
-		// Made from here while the agent boots.
-		if err := nw.attach(b.PID()); err != nil {
-			return fail(fmt.Errorf("start sandbox: %w", err))
-		}
 	}
 	if err := s.handshake(ctx, boot); err != nil {
 		return fail(err)
@@ -199,16 +188,8 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		return fail(fmt.Errorf("start sandbox: %w", err))
 	}
 	if nw != nil {
-		if nw.viaAgent {
-			// The agent sent its TAP device before it answered the
-			// handshake.
-			lr, ok := b.(linkReceiver)
-			if !ok {
-				return fail(fmt.Errorf("start sandbox: the %s boundary cannot pass a network interface", c.Isolation))
-			}
-			if nw.link, err = lr.ReceiveLink(ctx); err != nil {
-				return fail(fmt.Errorf("start sandbox: %w", err))
-			}
+		if nw.link, err = b.Link(ctx); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
 		}
 		// No command has run yet.
 		if err := nw.run(s.log, s.emitNetwork); err != nil {
@@ -305,32 +286,25 @@ func (s *Sandbox) handshake(ctx context.Context, boot *agentproto.Boot) error {
 		return fmt.Errorf("start sandbox: stream multiplexer: %w", err)
 	}
 	s.sess = sess
-	s.spare = newSpareStream(sess)
-	go s.spare.refill()
+	s.spare = spare.New(sess)
+	go s.spare.Refill()
 	return nil
-}
-
-// pidsCounter is a backend that can tell how many tasks (processes and
-// threads) count against the sandbox's pids limit.
-type pidsCounter interface {
-	PidsCurrent() (int64, error)
 }
 
 // pidsExhausted reports whether a sandbox's tasks fill its pids limit:
 // when it has just started, no command could.
-func pidsExhausted(b backend, limit int64) bool {
-	pc, ok := b.(pidsCounter)
-	if !ok || limit <= 0 {
+func pidsExhausted(b boundary.Sandbox, limit int64) bool {
+	if limit <= 0 {
 		return false
 	}
-	n, err := pc.PidsCurrent()
+	n, err := b.PidsCurrent()
 	return err == nil && n >= limit
 }
 
 // explainStartFailure says, when a sandbox failed to start because of its
 // pids limit (the agent's process spawner counts against it: a fork of
 // its refused, or its threads alone fill the limit), which limit would do.
-func explainStartFailure(err error, b backend, pidsLimit int64) error {
+func explainStartFailure(err error, b boundary.Sandbox, pidsLimit int64) error {
 	c, cerr := b.Counters()
 	if (cerr != nil || c.PidsLimitHits == 0) && !pidsExhausted(b, pidsLimit) {
 		return err
@@ -415,7 +389,7 @@ type stream struct {
 	net.Conn
 	c     *agentproto.Conn
 	stop  func() bool
-	spare *spareStream
+	spare *spare.Stream
 }
 
 // Close ends the stream and releases its context watch. The request is
@@ -423,7 +397,7 @@ type stream struct {
 func (st *stream) Close() error {
 	st.stop()
 	err := st.Conn.Close()
-	st.spare.kick()
+	st.spare.Kick()
 	return err
 }
 
@@ -436,7 +410,7 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 		return nil, s.Err()
 	default:
 	}
-	conn := s.spare.take(ctx)
+	conn := s.spare.Take(ctx)
 	if conn == nil {
 		var err error
 		if conn, err = s.sess.OpenStream(); err != nil {

@@ -386,7 +386,7 @@ func (p *Process) collect(ctx context.Context, cmd Command) {
 			}
 			// The command is over: open the next request's stream while
 			// the result is looked at, rather than when this one closes.
-			p.s.spare.kick()
+			p.s.spare.Kick()
 			p.res = p.result(m.Exit, outBuf, errBuf)
 			p.s.emit(Event{Type: EventExec, Exec: &ExecEvent{Command: p.argv, ExitCode: p.res.ExitCode, DurationMs: p.res.Duration.Milliseconds(), KilledBy: string(p.res.KilledBy)}})
 			return

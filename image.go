@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,43 +150,6 @@ func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
 			Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd,
 		},
 	}, nil
-}
-
-// imageEnv merges an environment (KEY=VALUE entries, later ones
-// winning) over base, in base's order with new keys after.
-func imageEnv(base, img []string) []string {
-	out := append([]string{}, base...)
-	index := map[string]int{}
-	for i, kv := range out {
-		k, _, _ := strings.Cut(kv, "=")
-		index[k] = i
-	}
-	for _, kv := range img {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsRune(kv, 0) {
-			continue
-		}
-		if i, ok := index[k]; ok {
-			out[i] = kv
-			continue
-		}
-		index[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
-}
-
-// imageHasFile reports whether the image's root tree has the regular
-// file name (relative to its root), not following symbolic links out
-// of it.
-func imageHasFile(rootfs, name string) bool {
-	r, err := os.OpenRoot(rootfs)
-	if err != nil {
-		return false
-	}
-	defer r.Close()
-	fi, err := r.Stat(name)
-	return err == nil && fi.Mode().IsRegular()
 }
 
 // errImageAndRootFS is the refusal of a config that names both.

@@ -2,8 +2,10 @@ package airlock
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -12,7 +14,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/api"
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/intercept"
 	"github.com/airlock-sandbox/airlock/internal/netstack"
 	"github.com/airlock-sandbox/airlock/policy"
@@ -43,9 +47,6 @@ type network struct {
 	icpt   *intercept.Interceptor
 	link   *os.File
 	closed bool
-	// viaAgent: the agent makes the TAP device and sends it back (an
-	// unprivileged supervisor); otherwise the supervisor makes it.
-	viaAgent bool
 }
 
 // linkName is the sandbox's network interface.
@@ -59,7 +60,7 @@ func (n *network) side() netstack.SandboxSide {
 // newNetwork checks the network part of c, and that this process can
 // give the sandbox a network, and prepares its policy and CA, before
 // anything is started.
-func newNetwork(c *Config) (*network, error) {
+func newNetwork(c *Config, be boundary.Backend) (*network, error) {
 	if c.Network == nil {
 		if len(c.Ports) == 0 {
 			return nil, nil
@@ -70,8 +71,7 @@ func newNetwork(c *Config) (*network, error) {
 			return nil, fmt.Errorf("publishing ports needs the sandbox's network, which allows no egress here: %w", err)
 		}
 	}
-	viaAgent, err := checkNetworkSupport(c.Isolation)
-	if err != nil {
+	if err := be.CheckNetwork(); err != nil {
 		return nil, err
 	}
 	p, err := policy.New(*c.Network, policy.Options{
@@ -97,7 +97,74 @@ func newNetwork(c *Config) (*network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the TLS interception CA: %w", err)
 	}
-	return &network{policy: p, ca: ca, viaAgent: viaAgent}, nil
+	return &network{policy: p, ca: ca}, nil
+}
+
+// linkSpec is the sandbox's side of its interface, for its backend to
+// make.
+func (n *network) linkSpec() *boundary.LinkSpec {
+	side := n.side()
+	return &boundary.LinkSpec{
+		Name: linkName, Address: side.Address, Gateway: side.Gateway,
+		AddressV6: side.AddressV6, GatewayV6: side.GatewayV6, MTU: side.MTU,
+	}
+}
+
+// run starts the interceptor and the userspace stack on the file that
+// carries the sandbox's frames, n.link.
+func (n *network) run(log *slog.Logger, emit func(api.NetworkEvent)) (err error) {
+	cfg := netstack.Config{Policy: n.policy, Logger: log, OnEvent: emit, OnResolved: n.ca.Prewarm}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+	n.icpt, err = intercept.New(intercept.Config{
+		Policy: n.policy,
+		CA:     n.ca,
+		Dial: func(ctx context.Context, dst netip.AddrPort, _ []string) (net.Conn, error) {
+			return netstack.DialIntercepted(ctx, n.policy, dst)
+		},
+		OnEvent: emit,
+		Logger:  log,
+	})
+	if err != nil {
+		return fmt.Errorf("start the TLS and HTTP interceptor: %w", err)
+	}
+	cfg.Interceptor = n.icpt
+	rc, err := n.link.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var fd int
+	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return err
+	}
+	n.stack, err = netstack.Start(context.Background(), fd, cfg)
+	if err != nil {
+		return fmt.Errorf("start the sandbox's network stack: %w", err)
+	}
+	return nil
+}
+
+// close stops the stack, the interceptor and the link's file; the
+// interface itself goes with the sandbox.
+func (n *network) close() error {
+	if n == nil || n.closed {
+		return nil
+	}
+	n.closed = true
+	var errs []error
+	if n.stack != nil {
+		errs = append(errs, n.stack.Close())
+	}
+	if n.icpt != nil {
+		errs = append(errs, n.icpt.Close())
+	}
+	if n.link != nil {
+		errs = append(errs, n.link.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // configureBoot gives the sandbox its name server, the CA in its trust
@@ -105,9 +172,6 @@ func newNetwork(c *Config) (*network, error) {
 // placeholders.
 func (n *network) configureBoot(b *agentproto.Boot) {
 	side := n.side()
-	if n.viaAgent {
-		b.Link = n.linkSpec()
-	}
 	var rc strings.Builder
 	rc.WriteString("# airlock: the gateway answers DNS for the names that policy allows\n")
 	for _, a := range side.DNS {

@@ -1,5 +1,97 @@
-// Package boundary holds what every isolation backend reports in common.
+// Package boundary is the seam between airlock and its isolation
+// backends. A backend (one package under internal/boundary per kind:
+// process today, gvisor and vm next) does four things: it starts the
+// sandbox's agent, gives the host a byte stream to it, gives the host a
+// file that carries the sandbox's Ethernet frames, and tears everything
+// down. Exec, files, mounts, network policy, events, limits reporting and
+// state are written once, above the seam, on top of those four.
 package boundary
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// ErrUnavailable is wrapped by the errors of a backend that cannot run
+// here, or cannot give a sandbox what was asked; the message says why and
+// what to do.
+var ErrUnavailable = errors.New("isolation level unavailable")
+
+// Backend starts sandboxes behind one kind of boundary.
+type Backend interface {
+	// CheckNetwork says, before anything is made, whether a sandbox with
+	// a network interface can start here, and what to do if not.
+	CheckNetwork() error
+	// Start starts the agent and fills in the boundary's own parts of
+	// boot (the caller then makes the handshake on Sandbox.Conn).
+	Start(ctx context.Context, spec Spec, boot *agentproto.Boot) (Sandbox, error)
+}
+
+// Sandbox is a started sandbox, as its backend gives it to the host.
+type Sandbox interface {
+	// Conn is the byte stream to the agent.
+	Conn() io.ReadWriteCloser
+	// Link returns the file that carries the sandbox's Ethernet frames
+	// (a TAP device, or a datagram socket whose every message is a
+	// frame), once the agent has answered the handshake. Only a sandbox
+	// started with Spec.Link has one; the caller owns the file.
+	Link(ctx context.Context) (*os.File, error)
+	// Notes lists what could not be enforced, with reasons.
+	Notes() []string
+	// Done is closed when the sandbox has ended; Err then says how.
+	Done() <-chan struct{}
+	Err() error
+	// PID is the host process that holds the sandbox (its agent, or its
+	// VMM).
+	PID() int
+	// Counters are its limit events so far; Usage what it uses now. Both
+	// fail with errors.ErrUnsupported where nothing measures them.
+	Counters() (Counters, error)
+	Usage() (Usage, error)
+	// PidsCurrent is how many tasks count against its pids limit.
+	PidsCurrent() (int64, error)
+	// Close ends every process of the sandbox and removes what it made
+	// on the host. It is idempotent.
+	Close() error
+}
+
+// Spec is what a backend is asked to start.
+type Spec struct {
+	// ID names the sandbox ([a-zA-Z0-9_-], 1-64).
+	ID string
+	// AgentPath is the agent binary on the host.
+	AgentPath string
+	Limits    Limits
+	// DiskDir, when set, is where the sandbox's writable tree may be
+	// backed by a file, when it is larger than memory allows.
+	DiskDir string
+	// Link describes the sandbox's one network interface; nil: none.
+	Link *LinkSpec
+	Log  *slog.Logger
+}
+
+// Limits bound the sandbox's user processes; zero values are unlimited.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+}
+
+// LinkSpec is the sandbox's side of its network interface.
+type LinkSpec struct {
+	Name      string
+	Address   netip.Prefix
+	Gateway   netip.Addr
+	AddressV6 netip.Prefix
+	GatewayV6 netip.Addr
+	MTU       uint32
+}
 
 // Counters are cumulative resource-limit events for a sandbox's user
 // processes. They let the host attribute a kill or a failed fork to the

@@ -45,6 +45,7 @@ type Options struct {
 type Sandbox struct {
 	conn    *os.File
 	link    *os.File // receives the TAP device's file from the agent (boot.Link)
+	tapFile *os.File // the TAP device made from here, until Link hands it over
 	cmd     *exec.Cmd
 	group   *cgroup.Group
 	disk    *diskfs.Disk
@@ -396,6 +397,9 @@ func (s *Sandbox) Close() error {
 		}
 		if s.link != nil {
 			s.link.Close()
+		}
+		if s.tapFile != nil {
+			s.tapFile.Close()
 		}
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()

@@ -1,4 +1,7 @@
-package airlock
+// Package bootcfg builds what a sandbox's agent is told at its start, the
+// same for every boundary: its root, environment, accounts, limits and
+// hardening. Backends add their own parts (network interface, channels).
+package bootcfg
 
 import (
 	"fmt"
@@ -52,79 +55,137 @@ const (
 // commands reach anyway.)
 const posixMsgQueueBytes = 0
 
-// bootConfig builds the boundary-independent part of the agent's boot
-// configuration for a sandbox whose writable tree is st.
-func bootConfig(id string, c *Config, st storage) *agentproto.Boot {
-	host := c.Hostname
+// Input is what the boot configuration is made from.
+type Input struct {
+	ID string
+	// Hostname; "" is the id.
+	Hostname string
+	// RootFS is the sandbox's root tree; "" is the host's own, read-only.
+	RootFS string
+	// FromImage says that RootFS is an image's, whose Env is ImageEnv.
+	FromImage bool
+	ImageEnv  []string
+	// Env is the sandbox's own environment, over the image's.
+	Env map[string]string
+	// DiskBytes and Inodes bound the writable tree.
+	DiskBytes, Inodes int64
+	// NoFile and FSizeBytes are the commands' RLIMIT_NOFILE and
+	// RLIMIT_FSIZE (0: unlimited).
+	NoFile, FSizeBytes uint64
+	// Workdir is where commands start unless they say otherwise.
+	Workdir     string
+	AllowPtrace bool
+	// Direct are the host directories bound in; Blocked the paths never
+	// visible.
+	Direct  []agentproto.DirectMount
+	Blocked []string
+}
+
+// Boot is the boundary-independent part of the agent's boot
+// configuration.
+func Boot(in Input) *agentproto.Boot {
+	host := in.Hostname
 	if host == "" {
-		host = id
+		host = in.ID
 	}
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
 		"LANG=C.UTF-8",
 		"HOSTNAME=" + host,
-		"AIRLOCK_SANDBOX_ID=" + id,
+		"AIRLOCK_SANDBOX_ID=" + in.ID,
 	}
-	rootfs := c.RootFS
+	rootfs := in.RootFS
 	etc := etcFiles(host)
-	if c.image != nil {
-		rootfs = c.image.rootfs
-		env = imageEnv(env, c.image.info.Env)
+	if in.FromImage {
+		env = MergeEnv(env, in.ImageEnv)
 		// The image's own accounts, so that its users, useradd and su
 		// work; airlock's only where it has none.
 		for _, name := range []string{"passwd", "group", "nsswitch.conf"} {
-			if imageHasFile(rootfs, "etc/"+name) {
+			if hasFile(rootfs, "etc/"+name) {
 				delete(etc, name)
 			}
 		}
 	}
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
+	keys := make([]string, 0, len(in.Env))
+	for k := range in.Env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	user := make([]string, 0, len(keys))
 	for _, k := range keys {
-		user = append(user, k+"="+c.Env[k])
+		user = append(user, k+"="+in.Env[k])
 	}
-	env = imageEnv(env, user)
+	env = MergeEnv(env, user)
 	mq := uint64(posixMsgQueueBytes)
 	b := &agentproto.Boot{
 		Version:  agentproto.Version,
-		ID:       id,
+		ID:       in.ID,
 		Hostname: host,
 		Env:      env,
 		Root: agentproto.RootSpec{
 			RootFS:    rootfs,
-			SizeBytes: st.SizeBytes,
-			Inodes:    st.Inodes,
+			SizeBytes: in.DiskBytes,
+			Inodes:    in.Inodes,
 			Etc:       etc,
-			Workdir:   c.workingDir(),
+			Workdir:   in.Workdir,
 		},
 		Rlimits: agentproto.Rlimits{
-			NoFile:   c.NofileLimit,
-			FSize:    uint64(c.MaxFileSizeMB) << 20,
+			NoFile:   in.NoFile,
+			FSize:    in.FSizeBytes,
 			MsgQueue: &mq,
 		},
 		IPC: agentproto.IPCLimits{
-			ShmBytes:      uint64(st.SizeBytes),
+			ShmBytes:      uint64(in.DiskBytes),
 			ShmRmidForced: true,
 			MsgQueues:     ipcMsgQueues,
 			MsgQueueBytes: ipcMsgQueueBytes,
 			Sem:           agentproto.SemLimits{PerSet: ipcSemPerSet, Total: ipcSems, OpsPerCall: ipcSemOpsPerCall, Sets: ipcSemSets},
 		},
-		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: c.AllowPtrace},
+		Hardening: agentproto.Hardening{Seccomp: true, Landlock: true, AllowPtrace: in.AllowPtrace},
 	}
 	if rootfs == "" {
 		b.Root.HostEtc = presentHostEtc()
 	}
-	for _, t := range sortedKeys(c.VFS.DirectMounts) {
-		d := c.VFS.DirectMounts[t]
-		b.Root.Direct = append(b.Root.Direct, agentproto.DirectMount{Target: t, HostPath: d.HostPath, Readonly: d.Readonly})
-	}
-	b.Root.Blocked = c.VFS.BlockedPaths
+	b.Root.Direct = in.Direct
+	b.Root.Blocked = in.Blocked
 	return b
+}
+
+// MergeEnv merges an environment (KEY=VALUE entries, later ones winning)
+// over base, in base's order with new keys after.
+func MergeEnv(base, more []string) []string {
+	out := append([]string{}, base...)
+	index := map[string]int{}
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		index[k] = i
+	}
+	for _, kv := range more {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			continue
+		}
+		if i, ok := index[k]; ok {
+			out[i] = kv
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// hasFile reports whether the root tree has the regular file name
+// (relative to its root), not following symbolic links out of it.
+func hasFile(rootfs, name string) bool {
+	r, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	fi, err := r.Stat(name)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func presentHostEtc() []string {

@@ -1,4 +1,4 @@
-package airlock
+package spare
 
 import (
 	"context"
@@ -44,18 +44,18 @@ func muxPair(t *testing.T) (*yamux.Session, func() int) {
 func TestSpareStream(t *testing.T) {
 	ctx := context.Background()
 	sess, accepted := muxPair(t)
-	sp := newSpareStream(sess)
+	sp := New(sess)
 
-	if st := sp.take(ctx); st != nil {
+	if st := sp.Take(ctx); st != nil {
 		t.Fatal("take returned a stream before any refill")
 	}
-	sp.refill()
-	sp.refill() // one is already open: no second stream
-	first := sp.take(ctx)
+	sp.Refill()
+	sp.Refill() // one is already open: no second stream
+	first := sp.Take(ctx)
 	if first == nil {
 		t.Fatal("take after refill returned nil")
 	}
-	if st := sp.take(ctx); st != nil {
+	if st := sp.Take(ctx); st != nil {
 		t.Fatal("the spare was handed out twice")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -72,7 +72,7 @@ func TestSpareStream(t *testing.T) {
 	sp.inFlight = true // as refill does before opening
 	sp.mu.Unlock()
 	got := make(chan *yamux.Stream)
-	go func() { got <- sp.take(ctx) }()
+	go func() { got <- sp.Take(ctx) }()
 	for {
 		sp.mu.Lock()
 		taking := sp.taking
@@ -82,7 +82,7 @@ func TestSpareStream(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if st := sp.take(ctx); st != nil {
+	if st := sp.Take(ctx); st != nil {
 		t.Fatal("a concurrent take got the stream another take waits for")
 	}
 	st, err := sess.OpenStream()
@@ -100,19 +100,19 @@ func TestSpareStream(t *testing.T) {
 	sp.mu.Unlock()
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if st := sp.take(cctx); st != nil {
+	if st := sp.Take(cctx); st != nil {
 		t.Fatal("take with a cancelled context returned a stream")
 	}
 	st2, _ := sess.OpenStream()
 	sp.ch <- spareResult{st: st2}
-	if g := sp.take(ctx); g != st2 {
+	if g := sp.Take(ctx); g != st2 {
 		t.Fatal("the outcome of an abandoned wait was lost")
 	}
 
 	// A failed open is reported as no spare, and the next refill retries.
 	sess.Close()
-	sp.refill()
-	if st := sp.take(ctx); st != nil {
+	sp.Refill()
+	if st := sp.Take(ctx); st != nil {
 		t.Fatal("take returned a stream from a closed session")
 	}
 	sp.mu.Lock()

@@ -1,4 +1,6 @@
-package airlock
+// Package spare keeps one stream to a sandbox's agent open ahead of the
+// request that will use it.
+package spare
 
 import (
 	"context"
@@ -7,7 +9,7 @@ import (
 	"github.com/hashicorp/yamux"
 )
 
-// spareStream holds one stream to the agent opened ahead of the request
+// Stream holds one stream to the agent opened ahead of the request
 // that will use it. Opening a stream is a frame of its own that the agent
 // must accept before it can read a request; done ahead, while the caller
 // looks at the previous result, a request costs the agent one frame.
@@ -16,7 +18,7 @@ import (
 // request takes it. A request that finds the open still in flight waits
 // for it, since it will complete sooner than a new one; concurrent
 // requests do not queue behind each other but open their own streams.
-type spareStream struct {
+type Stream struct {
 	sess *yamux.Session
 	ch   chan spareResult // capacity 1: the outcome of the open in flight
 
@@ -30,23 +32,24 @@ type spareResult struct {
 	err error
 }
 
-func newSpareStream(sess *yamux.Session) *spareStream {
-	return &spareStream{sess: sess, ch: make(chan spareResult, 1)}
+// New returns the spare of sess; nothing is opened until Refill or Kick.
+func New(sess *yamux.Session) *Stream {
+	return &Stream{sess: sess, ch: make(chan spareResult, 1)}
 }
 
-// kick starts refill in the background unless a spare is open or
+// Kick starts Refill in the background unless a spare is open or
 // opening: every request ends with one, most find nothing to do.
-func (sp *spareStream) kick() {
+func (sp *Stream) Kick() {
 	sp.mu.Lock()
 	busy := sp.inFlight
 	sp.mu.Unlock()
 	if !busy {
-		go sp.refill()
+		go sp.Refill()
 	}
 }
 
-// refill opens the next spare unless one is open or opening.
-func (sp *spareStream) refill() {
+// Refill opens the next spare unless one is open or opening.
+func (sp *Stream) Refill() {
 	sp.mu.Lock()
 	if sp.inFlight {
 		sp.mu.Unlock()
@@ -58,9 +61,9 @@ func (sp *spareStream) refill() {
 	sp.ch <- spareResult{st, err} // never blocks: one open in flight
 }
 
-// take returns the spare stream, waiting for it if it is being opened, or
+// Take returns the spare stream, waiting for it if it is being opened, or
 // nil when there is none for this request.
-func (sp *spareStream) take(ctx context.Context) *yamux.Stream {
+func (sp *Stream) Take(ctx context.Context) *yamux.Stream {
 	sp.mu.Lock()
 	if !sp.inFlight || sp.taking {
 		sp.mu.Unlock()

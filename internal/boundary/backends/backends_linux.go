@@ -1,0 +1,25 @@
+package backends
+
+import (
+	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+)
+
+// For returns the backend of isolation level iso.
+func For(iso string) (boundary.Backend, error) {
+	switch iso {
+	case Process:
+		return process.Backend{}, nil
+	case GVisor, VM:
+		return nil, notHere(iso, "has no backend in this version of airlock")
+	}
+	return nil, notHere(iso, "is not an isolation level")
+}
+
+// Sweep removes what sandboxes whose supervisor died (for example by
+// SIGKILL) left on the host, and returns their ids.
+func Sweep() []string { return process.Sweep(nil) }
+
+// Reclaim removes what sandbox id left on the host after its supervisor
+// died.
+func Reclaim(id string) error { return process.Reclaim(id) }
