@@ -67,11 +67,10 @@ func newNetwork(c *Config, be boundary.Backend) (*network, error) {
 		}
 		// Published ports need the network; it allows nothing out.
 		c.Network = &policy.Config{}
-		if _, err := checkNetworkSupport(c.Isolation); err != nil {
+		if err := be.CheckNetwork(); err != nil {
 			return nil, fmt.Errorf("publishing ports needs the sandbox's network, which allows no egress here: %w", err)
 		}
-	}
-	if err := be.CheckNetwork(); err != nil {
+	} else if err := be.CheckNetwork(); err != nil {
 		return nil, err
 	}
 	p, err := policy.New(*c.Network, policy.Options{
