@@ -222,3 +222,39 @@ func TestReadmeFiles(t *testing.T) {
 		t.Errorf("the mounts of README.md's create: %s", out)
 	}
 }
+
+// TestReadmeVariants runs README.md's Variants block on the test image
+// cache, where make test has built every variant: each line finds its
+// images cached. sudo is the identity here (the test runs as root);
+// --rebuild is not run, as it would replace the image the other tests
+// use (internal/image/variant's tests rebuild).
+func TestReadmeVariants(t *testing.T) {
+	e := newReadmeEnv(t, "readme-variants-")
+	if e.shared == "" {
+		t.Skip("needs the variants built: set AIRLOCK_TEST_IMAGE_CACHE, as make test does")
+	}
+	e.cache = e.shared // every line finds its variants there
+	sudo := filepath.Join(e.bins, "sudo")
+	if err := os.WriteFile(sudo, []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, line := range commandLines(blockAfter(t, "### Variants", "sh")) {
+		if strings.Contains(line, "--rebuild") {
+			t.Logf("not run (it would replace the image other tests use): %s", line)
+			continue
+		}
+		out, err := e.run(t, line, "")
+		if err != nil {
+			t.Errorf("README.md's line failed: %s\n%v\n%s", line, err, out)
+			continue
+		}
+		if strings.Contains(line, "--json") && (!strings.Contains(out, `"cached":true`) || strings.Contains(out, `"cached":false`)) {
+			t.Errorf("%s built an image the cache has:\n%s", line, out)
+		}
+		ran++
+	}
+	if ran != 3 {
+		t.Errorf("ran %d of the Variants block's lines, want 3", ran)
+	}
+}
