@@ -61,6 +61,10 @@ func (st *Stack) ForwardInbound(ctx context.Context, c *net.TCPConn, port uint16
 		return 0, 0, ErrClosed
 	}
 	defer st.untrack(conn, c)
+	// The end of ctx (the port stopped) ends the connection both ways,
+	// whether or not the sandbox's side is still talking.
+	unhook := context.AfterFunc(ctx, func() { conn.Close(); c.Close() })
+	defer unhook()
 	// splice's first side is the one it reads "sent" from: the host.
 	sent, received = splice(c, conn)
 	return sent, received, nil
