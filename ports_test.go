@@ -467,3 +467,77 @@ func TestPortConnectionLimit(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// deafServer accepts, says "+" and then holds each connection open,
+// reading nothing and never closing it, whatever the client does.
+const deafServer = `
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(64)
+held = []
+while True:
+    c, _ = s.accept()
+    c.sendall(b"+")
+    held.append(c)
+`
+
+// TestPortStopEndsHeldConnections: stopping a published port, and closing
+// the sandbox, end the connections through it even when the sandbox's
+// side holds them open and reads nothing.
+func TestPortStopEndsHeldConnections(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	sb := portSandbox(t, airlock.Config{Ports: []airlock.PortMapping{{SandboxPort: 7100}, {SandboxPort: 7200}}})
+	for _, port := range []string{"7100", "7200"} {
+		if _, err := sb.Start(ctx, airlock.Command{Argv: []string{"python3", "-c", deafServer, port}, Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(p airlock.PublishedPort) net.Conn {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			c, err := net.DialTimeout("tcp", hostAddr(p), 5*time.Second)
+			if err == nil {
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				b := make([]byte, 1)
+				if _, err = io.ReadFull(c, b); err == nil {
+					c.SetReadDeadline(time.Time{})
+					return c
+				}
+				c.Close()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server in the sandbox never answered through %s: %v", hostAddr(p), err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// returns fails the test when f does not return while the test may
+	// still run: a hang, not a slow machine.
+	returns := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("%s did not return: a connection the sandbox holds kept it waiting", what)
+		}
+	}
+	ports := sb.Ports()
+	c1 := held(ports[0])
+	defer c1.Close()
+	returns("Unpublish", func() {
+		if _, err := sb.Unpublish(ports[0].HostIP, ports[0].HostPort); err != nil {
+			t.Errorf("Unpublish: %v", err)
+		}
+	})
+	c1.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c1.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the host's connection through the stopped port: %v, want it ended", err)
+	}
+	c2 := held(ports[1])
+	defer c2.Close()
+	returns("Close", func() { sb.Close() })
+}
