@@ -109,6 +109,7 @@ fuzz:
 	$(call fuzz1,FuzzApply,5000,./internal/image/untar,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzResolveUser,50000,./internal/agent)
 	$(call fuzz1,FuzzReader,20000,./internal/outlog)
+	$(call fuzz1,FuzzRead,50000,./internal/qmp)
 	$(call fuzz1,FuzzParseLine,50000,./internal/image/variant)
 	$(call fuzz1,FuzzCleanPath,100000,./vfs)
 	$(call fuzz1,FuzzProviders,1000,./vfs,-fuzzminimizetime 10x)
