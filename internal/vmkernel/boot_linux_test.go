@@ -1,0 +1,158 @@
+package vmkernel_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/initramfs"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
+)
+
+// EnvTestCache names the cache the tests find the guest kernel in. The
+// Makefile's kernel target builds it there (/var/cache/airlock-kernel)
+// and sets this for make test, so that there the boot test runs or fails;
+// without it the test skips.
+const EnvTestCache = "AIRLOCK_TEST_KERNEL_CACHE"
+
+// EnvTestKernel, when set, is a kernel image to boot instead of the
+// cache's (for working on the fragment).
+const EnvTestKernel = "AIRLOCK_TEST_KERNEL"
+
+// TestBootMicrovm boots the guest kernel in QEMU's microvm under TCG with
+// an initramfs whose /init checks the file systems, landlock and seccomp
+// that the vm boundary needs, and powers off.
+func TestBootMicrovm(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the boot test runs the x86_64 kernel, on x86_64")
+	}
+	image := os.Getenv(EnvTestKernel)
+	if image == "" {
+		dir := os.Getenv(EnvTestCache)
+		if dir == "" {
+			t.Skipf("set %s to a cache holding the x86_64 guest kernel (make kernel builds it; make test sets it)", EnvTestCache)
+		}
+		k, err := vmkernel.Find(dir, "x86_64", nil)
+		if err != nil {
+			t.Fatalf("%s is set, so the kernel must be there: %v", EnvTestCache, err)
+		}
+		image = k.Path
+		t.Logf("kernel %s (%s, %s %s)", k.Path, k.Release, k.Source, k.SourceVersion)
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("a guest kernel is there but not QEMU to boot it (apt-get install qemu-system-x86): %v", err)
+	}
+
+	dir := t.TempDir()
+	initrd := filepath.Join(dir, "initrd.cpio")
+	writeInitrd(t, dir, initrd)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, qemu,
+		"-M", "microvm", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "256M",
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-serial", "stdio",
+		"-kernel", image, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start QEMU: %v", err)
+	}
+	var (
+		console  []string
+		toInit   time.Duration
+		release  string
+		verdicts []string
+	)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		console = append(console, line)
+		rest, ok := strings.CutPrefix(line, "airlock-init: ")
+		if !ok {
+			continue
+		}
+		switch {
+		case rest == "started":
+			toInit = time.Since(start)
+		case strings.HasPrefix(rest, "release "):
+			release = strings.TrimPrefix(rest, "release ")
+		case strings.HasPrefix(rest, "FAIL "), rest == "ALL CHECKS PASSED":
+			verdicts = append(verdicts, rest)
+		}
+	}
+	werr := cmd.Wait()
+	total := time.Since(start)
+	if werr != nil || ctx.Err() != nil {
+		t.Errorf("QEMU: %v (the guest did not power off in time?)\nstderr: %s", werr, stderr.String())
+	}
+	t.Logf("console:\n%s", strings.Join(console, "\n"))
+	if toInit == 0 {
+		t.Fatal("the guest never ran /init")
+	}
+	t.Logf("boot to /init: %v under TCG; to power-off: %v", toInit.Round(time.Millisecond), total.Round(time.Millisecond))
+	if len(verdicts) != 1 || verdicts[0] != "ALL CHECKS PASSED" {
+		t.Errorf("guest checks: %q", verdicts)
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	if host := unix.ByteSliceToString(u.Release[:]); release == "" || release == host {
+		t.Errorf("guest release %q, host %q: the guest must run its own kernel", release, host)
+	}
+}
+
+// writeInitrd builds the guest's /init (static) and packs it, with
+// /dev/console, into a newc archive at path.
+func writeInitrd(t *testing.T, dir, path string) {
+	t.Helper()
+	bin := filepath.Join(dir, "init")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/guestinit")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the guest's init: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := initramfs.NewWriter(f)
+	for _, err := range []error{
+		w.Dir("dev", 0o755),
+		w.CharDevice("dev/console", 0o600, 5, 1),
+		w.Dir("proc", 0o755),
+		w.Dir("sys", 0o755),
+		w.File("init", 0o755, b),
+		w.Close(),
+	} {
+		if err != nil {
+			t.Fatalf("write the initrd: %v", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
