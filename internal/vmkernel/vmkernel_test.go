@@ -190,3 +190,16 @@ func TestFindSource(t *testing.T) {
 		t.Error("no version")
 	}
 }
+
+func TestCommandLine(t *testing.T) {
+	khz, err := tscKHz(strings.NewReader("processor\t: 0\nmodel name\t: Xeon\ncpu MHz\t\t: 2300.000\n"))
+	if err != nil || khz != 2300000 {
+		t.Errorf("tscKHz = %d, %v; want 2300000", khz, err)
+	}
+	if _, err := tscKHz(strings.NewReader("processor\t: 0\n")); err == nil {
+		t.Error("tscKHz without cpu MHz: no error")
+	}
+	if got, want := CommandLine(khz, "quiet"), "console=ttyS0 panic=-1 reboot=t tsc_early_khz=2300000 quiet"; got != want {
+		t.Errorf("CommandLine = %q, want %q", got, want)
+	}
+}

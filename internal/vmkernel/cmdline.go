@@ -1,0 +1,47 @@
+package vmkernel
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// CommandLine is the kernel command line of the x86_64 guest kernel
+// under QEMU's microvm (run with acpi=off and -no-reboot), followed by
+// extra: the console on the UART, a panic or a reboot ends the machine
+// at once (reboot=t: a triple fault, which -no-reboot turns into QEMU's
+// exit). tscKHz, when not 0, is the TSC's frequency: under TCG the guest
+// cannot measure it (microvm has no PIT gate, HPET or ACPI PM timer, and
+// TCG's CPU reports no frequency) and stalls calibrating its timers
+// without it; there the guest's TSC is the host's (HostTSCkHz).
+func CommandLine(tscKHz int, extra ...string) string {
+	args := []string{"console=ttyS0", "panic=-1", "reboot=t"}
+	if tscKHz > 0 {
+		args = append(args, "tsc_early_khz="+strconv.Itoa(tscKHz))
+	}
+	return strings.Join(append(args, extra...), " ")
+}
+
+// tscKHz reads the processor's frequency ("cpu MHz") from the text of
+// /proc/cpuinfo, which on x86 Linux with a constant TSC is the TSC's.
+func tscKHz(cpuinfo io.Reader) (int, error) {
+	sc := bufio.NewScanner(cpuinfo)
+	for sc.Scan() {
+		k, v, ok := bytes.Cut(sc.Bytes(), []byte(":"))
+		if !ok || strings.TrimSpace(string(k)) != "cpu MHz" {
+			continue
+		}
+		mhz, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
+		if err != nil || mhz <= 0 {
+			return 0, fmt.Errorf("read the CPU's frequency: bad cpu MHz %q", strings.TrimSpace(string(v)))
+		}
+		return int(mhz * 1000), nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read the CPU's frequency: %w", err)
+	}
+	return 0, fmt.Errorf("read the CPU's frequency: no cpu MHz line in /proc/cpuinfo")
+}
