@@ -11,12 +11,15 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # uidmap: newuidmap and newgidmap, which map an unprivileged caller's
 # subordinate ids into its sandboxes. autoconf, automake, gcc, libc6-dev,
 # make and perl build and run pjdfstest (test/pjdfs). python3-pytest: the
-# Python SDK's tests (make python-sdk).
+# Python SDK's tests (make python-sdk). linux-source-6.1, bc, bison,
+# flex, libelf-dev and xz-utils: the vm boundary's guest kernel (make
+# kernel); qemu-system-x86 and cpio: its boot test.
 for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static \
 	docker-registry apache2-utils skopeo \
 	mmdebstrap debian-archive-keyring gpg \
 	uidmap autoconf automake gcc libc6-dev perl \
-	python3-pytest; do
+	python3-pytest \
+	linux-source-6.1 bc bison flex libelf-dev xz-utils qemu-system-x86 cpio; do
 	have "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then
