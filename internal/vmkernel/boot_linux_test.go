@@ -68,7 +68,7 @@ func TestBootMicrovm(t *testing.T) {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-serial", "stdio",
 		"-kernel", image, "-initrd", initrd,
-		"-append", vmkernel.CommandLine(khz))
+		"-append", vmkernel.CommandLine(khz, "quiet"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

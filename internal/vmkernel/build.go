@@ -178,9 +178,6 @@ func run(ctx context.Context, opts BuildOptions, src Source, root, key string) (
 		}
 		return Manifest{}, fmt.Errorf("%w; the last lines:\n%s\n(the whole log: %s)", err, strings.Join(tail, "\n"), failed)
 	}
-	if opts.Progress != nil {
-		opts.Progress(Progress{Arch: opts.Arch, Step: "install"})
-	}
 	m, err := manifest(out, src, opts.Arch, key)
 	if err != nil {
 		return Manifest{}, err
