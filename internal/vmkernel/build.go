@@ -98,11 +98,10 @@ func Build(ctx context.Context, opts BuildOptions) (k Kernel, cached bool, err e
 	}
 	log.Info("building the guest kernel", "arch", opts.Arch, "source", src.Path, "version", src.Version, "key", key)
 	start := time.Now()
-	m, err := run(ctx, opts, src, root, key)
+	m, err := run(ctx, opts, src, root, key, start)
 	if err != nil {
 		return Kernel{}, false, fmt.Errorf("build the %s guest kernel from %s %s: %w", opts.Arch, src.Package, src.Version, err)
 	}
-	m.BuildMS = time.Since(start).Milliseconds()
 	log.Info("built the guest kernel", "arch", opts.Arch, "key", key, "release", m.Release, "size", m.Size, "took", time.Since(start).Round(time.Second))
 	if k, err = read(dir); err != nil {
 		return Kernel{}, false, fmt.Errorf("read the %s kernel just built: %w", opts.Arch, err)
@@ -115,7 +114,7 @@ func Build(ctx context.Context, opts BuildOptions) (k Kernel, cached bool, err e
 
 // run runs build.sh in a scratch directory under root and moves what it
 // made to root/key.
-func run(ctx context.Context, opts BuildOptions, src Source, root, key string) (Manifest, error) {
+func run(ctx context.Context, opts BuildOptions, src Source, root, key string, start time.Time) (Manifest, error) {
 	tmp, err := os.MkdirTemp(root, ".build-"+key+"-")
 	if err != nil {
 		return Manifest{}, fmt.Errorf("make a build directory: %w", err)
@@ -178,7 +177,7 @@ func run(ctx context.Context, opts BuildOptions, src Source, root, key string) (
 		}
 		return Manifest{}, fmt.Errorf("%w; the last lines:\n%s\n(the whole log: %s)", err, strings.Join(tail, "\n"), failed)
 	}
-	m, err := manifest(out, src, opts.Arch, key)
+	m, err := manifest(out, src, opts.Arch, key, time.Since(start))
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -193,7 +192,7 @@ func run(ctx context.Context, opts BuildOptions, src Source, root, key string) (
 }
 
 // manifest writes out's manifest.json, last, once the image is there.
-func manifest(out string, src Source, arch, key string) (Manifest, error) {
+func manifest(out string, src Source, arch, key string, took time.Duration) (Manifest, error) {
 	frag, _ := Fragment(arch)
 	image := "vmlinux"
 	if arch == "arm64" {
@@ -210,7 +209,7 @@ func manifest(out string, src Source, arch, key string) (Manifest, error) {
 	m := Manifest{
 		Key: key, Arch: arch, Source: src.Package, SourceVersion: src.Version,
 		Release: strings.TrimSpace(string(rel)), FragmentSHA256: sum(frag), ScriptSHA256: sum(buildScript),
-		Image: image, Size: fi.Size(), BuiltAt: time.Now().UTC(),
+		Image: image, Size: fi.Size(), BuildMS: took.Milliseconds(), BuiltAt: time.Now().UTC(),
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
