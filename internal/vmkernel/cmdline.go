@@ -13,10 +13,11 @@ import (
 // under QEMU's microvm (run with acpi=off and -no-reboot), followed by
 // extra: the console on the UART, a panic or a reboot ends the machine
 // at once (reboot=t: a triple fault, which -no-reboot turns into QEMU's
-// exit). tscKHz, when not 0, is the TSC's frequency: under TCG the guest
-// cannot measure it (microvm has no PIT gate, HPET or ACPI PM timer, and
-// TCG's CPU reports no frequency) and stalls calibrating its timers
-// without it; there the guest's TSC is the host's (HostTSCkHz).
+// exit). tscKHz, when not 0, is the TSC's frequency: under TCG the
+// guest's calibration of its TSC against the PIT is unreliable (it fails
+// when the host is busy; the guest then marks the TSC unstable and keeps
+// time by jiffies, and microvm has no HPET or ACPI PM timer to fall back
+// on), and there the guest's TSC is the host's (HostTSCkHz).
 func CommandLine(tscKHz int, extra ...string) string {
 	args := []string{"console=ttyS0", "panic=-1", "reboot=t"}
 	if tscKHz > 0 {
