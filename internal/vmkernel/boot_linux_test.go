@@ -28,9 +28,9 @@ const EnvTestCache = "AIRLOCK_TEST_KERNEL_CACHE"
 // cache's (for working on the fragment).
 const EnvTestKernel = "AIRLOCK_TEST_KERNEL"
 
-// TestBootMicrovm boots the guest kernel in QEMU's microvm under TCG with
-// an initramfs whose /init checks the file systems, landlock and seccomp
-// that the vm boundary needs, and ends the machine.
+// TestBootMicrovm boots the x86_64 guest kernel in QEMU's microvm under
+// TCG with an initramfs whose /init checks the file systems, landlock and
+// seccomp that the vm boundary needs, and ends the machine.
 func TestBootMicrovm(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the boot test runs the x86_64 kernel, on x86_64")
@@ -52,23 +52,49 @@ func TestBootMicrovm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a guest kernel is there but not QEMU to boot it (apt-get install qemu-system-x86): %v", err)
 	}
-
-	dir := t.TempDir()
-	initrd := filepath.Join(dir, "initrd.cpio")
-	writeInitrd(t, dir, initrd)
-
 	khz, err := vmkernel.HostTSCkHz()
 	if err != nil {
 		t.Fatal(err)
 	}
+	boot(t, "amd64", qemu,
+		"-M", "microvm,acpi=off", "-accel", "tcg", "-cpu", "max",
+		"-kernel", image, "-append", vmkernel.CommandLine(khz, "quiet"))
+}
+
+// TestBootVirtARM64 boots the arm64 guest kernel, when the cache holds
+// one (CI does not build it: make kernel KERNEL_ARCHS="x86_64 arm64"), in
+// QEMU's virt machine under TCG, with the same checks.
+func TestBootVirtARM64(t *testing.T) {
+	dir := os.Getenv(EnvTestCache)
+	if dir == "" {
+		t.Skipf("set %s to a cache holding the arm64 guest kernel", EnvTestCache)
+	}
+	k, err := vmkernel.Find(dir, "arm64", nil)
+	if err != nil {
+		t.Skipf("no arm64 kernel (make kernel KERNEL_ARCHS=\"x86_64 arm64\" builds it): %v", err)
+	}
+	qemu, err := exec.LookPath("qemu-system-aarch64")
+	if err != nil {
+		t.Skip("no qemu-system-aarch64 (apt-get install qemu-system-arm)")
+	}
+	boot(t, "arm64", qemu,
+		"-M", "virt", "-accel", "tcg", "-cpu", "cortex-a57",
+		"-kernel", k.Path, "-append", "console=ttyAMA0 panic=-1 quiet")
+}
+
+// boot runs QEMU (qemu, with machine args) on an initramfs holding the
+// guest's /init built for goarch, and checks what /init reports.
+func boot(t *testing.T, goarch, qemu string, machine ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	initrd := filepath.Join(dir, "initrd.cpio")
+	writeInitrd(t, dir, initrd, goarch)
+
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu,
-		"-M", "microvm,acpi=off", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "256M",
-		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-serial", "stdio",
-		"-kernel", image, "-initrd", initrd,
-		"-append", vmkernel.CommandLine(khz, "quiet"))
+	args := append([]string{"-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-serial", "stdio", "-initrd", initrd}, machine...)
+	cmd := exec.CommandContext(ctx, qemu, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -124,13 +150,13 @@ func TestBootMicrovm(t *testing.T) {
 	}
 }
 
-// writeInitrd builds the guest's /init (static) and packs it, with
+// writeInitrd builds the guest's /init (static, for goarch) and packs it, with
 // /dev/console, into a newc archive at path.
-func writeInitrd(t *testing.T, dir, path string) {
+func writeInitrd(t *testing.T, dir, path, goarch string) {
 	t.Helper()
 	bin := filepath.Join(dir, "init")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/guestinit")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the guest's init: %v\n%s", err, out)
 	}
