@@ -23,7 +23,9 @@ reported as working only after a real sandbox of that level started and ran
 a command. For a level that does not work, the exact reason and fix are given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			kernels, _ := kernelCacheDir("")
 			rep := doctor.Run(cmd.Context(), doctor.Options{
+				KernelCacheDir: kernels,
 				Try: map[string]doctor.Tryer{
 					doctor.LevelProcess: trySandbox,
 				},

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	kernelpkg "github.com/airlock-sandbox/airlock/internal/kernel"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
 // readFile reads a file below root and trims surrounding white space.
@@ -462,6 +463,22 @@ func qemuCheck(lookPath func(string) (string, error), goarch string) Check {
 	}
 	c.Status, c.Detail = Fail, "not found on PATH"
 	c.Fix = "apt-get install -y " + pkg
+	return c
+}
+
+// guestKernelCheck looks for the vm level's guest kernel, built from this
+// airlock's config fragment, in the cache.
+func guestKernelCheck(cacheDir, goarch string) Check {
+	arch := vmkernel.HostArch(goarch)
+	c := Check{Name: "guest kernel"}
+	k, err := vmkernel.Find(cacheDir, arch, nil)
+	if err != nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("none for %s in %s", arch, cacheDir)
+		c.Fix = fmt.Sprintf("airlock kernel build --arch %s (it needs Debian's linux-source-6.1 and build tools, which it names if missing; about 6 minutes on 2 idle cores, once)", arch)
+		return c
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("%s %s (%s from %s %s, %d MiB)", k.Arch, k.Path, k.Release, k.Source, k.SourceVersion, k.Size>>20)
 	return c
 }
 

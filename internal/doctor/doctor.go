@@ -90,6 +90,9 @@ type Options struct {
 	Root string
 	// TryTimeout bounds each Tryer call; defaults to DefaultTryTimeout.
 	TryTimeout time.Duration
+	// KernelCacheDir is where guest kernels are cached (see package
+	// vmkernel); empty skips the guest kernel check.
+	KernelCacheDir string
 
 	// host replaces the live system-call probes; tests set it.
 	host *host
@@ -163,6 +166,9 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 
 	vm := []Check{qemuCheck(o.LookPath, h.goarch)}
 	vm = append(vm, virt.Checks()...)
+	if o.KernelCacheDir != "" {
+		vm = append(vm, guestKernelCheck(o.KernelCacheDir, h.goarch))
+	}
 	vm = append(vm, firecrackerCheck(o.LookPath, virt.KVMUsable()), tunCheck(o.Root, h.uid))
 
 	return []Level{

@@ -633,3 +633,19 @@ func TestEgressCheck(t *testing.T) {
 		t.Errorf("root: %+v", c)
 	}
 }
+
+// TestGuestKernelCheck: the vm level names the cached guest kernel, or
+// says how to build one.
+func TestGuestKernelCheck(t *testing.T) {
+	c := guestKernelCheck(t.TempDir(), "amd64")
+	if c.Status != Warn || !strings.Contains(c.Fix, "airlock kernel build --arch x86_64") {
+		t.Errorf("an empty cache: %+v", c)
+	}
+	dir := os.Getenv("AIRLOCK_TEST_KERNEL_CACHE")
+	if dir == "" {
+		t.Skip("no kernel cache given (make test gives AIRLOCK_TEST_KERNEL_CACHE)")
+	}
+	if c := guestKernelCheck(dir, "amd64"); c.Status != OK || !strings.Contains(c.Detail, "vmlinux") {
+		t.Errorf("the test kernel cache %s: %+v", dir, c)
+	}
+}
