@@ -1,0 +1,205 @@
+// Package vm is the micro-VM boundary's machine: QEMU's microvm, started
+// with the guest kernel, an agent stream on a virtio-serial port, the
+// guest's Ethernet frames on a datagram socketpair, and QMP to control
+// it.
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/qmp"
+)
+
+// AgentPort is the name of the virtio-serial port the agent speaks on.
+const AgentPort = "airlock.agent"
+
+// consoleTail bounds what is kept of the guest's console, for a crash
+// report.
+const consoleTail = 64 << 10
+
+// Config describes one machine.
+type Config struct {
+	// QEMU is the qemu-system binary.
+	QEMU string
+	// Kernel is the guest kernel image, Initrd its initial root file
+	// system (optional) and CommandLine its command line.
+	Kernel, Initrd, CommandLine string
+	// KVM uses hardware virtualisation; otherwise TCG emulates the CPU.
+	KVM      bool
+	CPUs     int
+	MemoryMB int
+	// Dir is a private directory for the machine's sockets; it must
+	// exist.
+	Dir string
+	// Network gives the guest one virtio-net interface whose frames come
+	// and go on Machine.Frames.
+	Network bool
+}
+
+// Machine is a running QEMU.
+type Machine struct {
+	cmd *exec.Cmd
+	// Agent is the host's end of the agent's port, once the guest opened
+	// it (see AcceptAgent).
+	agentLn *net.UnixListener
+	// Frames is the host's end of the guest's network interface: each
+	// datagram is one Ethernet frame. nil without Config.Network.
+	Frames *os.File
+	// QMP controls the machine.
+	QMP *qmp.Monitor
+
+	console *tail
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+// Args is QEMU's command line for c, with the frames' socket at fd 3 of
+// QEMU and the sockets in c.Dir.
+func Args(c Config) []string {
+	accel, cpu := "tcg", "max"
+	if c.KVM {
+		accel, cpu = "kvm", "host"
+	}
+	args := []string{
+		"-M", "microvm,acpi=off", "-accel", accel, "-cpu", cpu,
+		"-smp", strconv.Itoa(max(c.CPUs, 1)), "-m", strconv.Itoa(max(c.MemoryMB, 64)) + "M",
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		// QEMU's own seccomp filter: no new privileges, no processes, no
+		// obsolete system calls, no scheduler or resource changes.
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-serial", "stdio",
+		"-kernel", c.Kernel, "-append", c.CommandLine,
+		"-qmp", "unix:" + filepath.Join(c.Dir, "qmp.sock") + ",server=on,wait=off",
+		"-device", "virtio-serial-device",
+		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, "agent.sock"),
+		"-device", "virtserialport,chardev=agent,name=" + AgentPort,
+	}
+	if c.Initrd != "" {
+		args = append(args, "-initrd", c.Initrd)
+	}
+	if c.Network {
+		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str=3", "-device", "virtio-net-device,netdev=net0")
+	}
+	return args
+}
+
+// Start starts QEMU for c and connects to its QMP socket. The agent's
+// port is a socket this process listens on and QEMU connects to, so that
+// nothing else can take it.
+func Start(ctx context.Context, c Config) (_ *Machine, err error) {
+	m := &Machine{console: &tail{max: consoleTail}, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	m.agentLn, err = net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(c.Dir, "agent.sock"), Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen for the agent's port: %w", err)
+	}
+	cmd := exec.Command(c.QEMU, Args(c)...)
+	// QEMU's stdin is /dev/null; its stdout is the guest's console.
+	cmd.Stdout, cmd.Stderr = m.console, m.console
+	// It dies with this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if c.Network {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("make the guest's network socket: %w", err)
+		}
+		m.Frames = os.NewFile(uintptr(fds[0]), "frames")
+		guest := os.NewFile(uintptr(fds[1]), "guest-frames")
+		defer guest.Close()
+		cmd.ExtraFiles = []*os.File{guest}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start QEMU (%s): %w", c.QEMU, err)
+	}
+	m.cmd = cmd
+	go func() {
+		m.waitErr = cmd.Wait()
+		close(m.done)
+	}()
+	sock := filepath.Join(c.Dir, "qmp.sock")
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case <-m.done:
+			return nil, fmt.Errorf("QEMU exited at start: %v: %s", m.waitErr, m.console.String())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("QEMU made no QMP socket: %w", context.Cause(ctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if m.QMP, err = qmp.Dial(ctx, sock); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// AcceptAgent waits for QEMU to connect the agent's port and returns the
+// host's end of it.
+func (m *Machine) AcceptAgent(ctx context.Context) (net.Conn, error) {
+	stop := context.AfterFunc(ctx, func() { m.agentLn.SetDeadline(time.Now()) })
+	defer stop()
+	c, err := m.agentLn.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("wait for the agent's port: %w", err)
+	}
+	return c, nil
+}
+
+// PID is QEMU's process id.
+func (m *Machine) PID() int { return m.cmd.Process.Pid }
+
+// Done is closed when QEMU has exited; Err then says how.
+func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// Err says how QEMU ended, with the console's last lines.
+func (m *Machine) Err() error {
+	select {
+	case <-m.done:
+	default:
+		return nil
+	}
+	return fmt.Errorf("the VM ended (%v); its console's last lines:\n%s", m.waitErr, m.console.Last(20))
+}
+
+// Console is what the guest printed, its last 64 KiB.
+func (m *Machine) Console() string { return m.console.String() }
+
+// Close kills QEMU and releases what the machine held.
+func (m *Machine) Close() error {
+	var errs []error
+	m.once.Do(func() {
+		if m.QMP != nil {
+			m.QMP.Close()
+		}
+		if m.cmd != nil && m.cmd.Process != nil {
+			_ = m.cmd.Process.Kill()
+			<-m.done
+		}
+		if m.agentLn != nil {
+			m.agentLn.Close()
+		}
+		if m.Frames != nil {
+			errs = append(errs, m.Frames.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
