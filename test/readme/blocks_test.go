@@ -258,3 +258,30 @@ func TestReadmeVariants(t *testing.T) {
 		t.Errorf("ran %d of the Variants block's lines, want 3", ran)
 	}
 }
+
+// TestReadmeKernel runs README.md's Guest kernel block on the test kernel
+// cache, where make test has built this machine's kernel: build finds it
+// cached and list shows it.
+func TestReadmeKernel(t *testing.T) {
+	e := newReadmeEnv(t, "readme-kernel-")
+	cache := os.Getenv("AIRLOCK_TEST_KERNEL_CACHE")
+	if cache == "" {
+		t.Skip("needs the guest kernel built: set AIRLOCK_TEST_KERNEL_CACHE, as make test does")
+	}
+	e.cache, e.shared = cache, cache
+	ran := 0
+	for _, line := range commandLines(blockAfter(t, "### Guest kernel", "sh")) {
+		out, err := e.run(t, line, "")
+		if err != nil {
+			t.Errorf("README.md's line failed: %s\n%v\n%s", line, err, out)
+			continue
+		}
+		if !strings.Contains(out, "x86_64") && !strings.Contains(out, "arm64") {
+			t.Errorf("%s names no kernel:\n%s", line, out)
+		}
+		ran++
+	}
+	if ran != 2 {
+		t.Errorf("ran %d of the Guest kernel block's lines, want 2", ran)
+	}
+}
