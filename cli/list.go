@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -86,7 +87,7 @@ as one line of JSON.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND\tNAME")
+			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE/ISOLATION\tCREATED\tPID\tCOMMAND\tPORTS\tNAME")
 			now := time.Now()
 			for _, r := range recs {
 				pid := "-"
@@ -97,7 +98,7 @@ as one line of JSON.`,
 				if where == "/" {
 					where = "-" // not known: the record is damaged
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r, noTrunc), termText(r.Name))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termText(r.ID), termText(statusText(r)), termText(where), state.HumanAge(now.Sub(r.CreatedAt)), pid, commandText(r, noTrunc), portsText(r.Ports), termText(r.Name))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -294,4 +295,21 @@ func termColumns(line string) string {
 		cols[i] = termText(c)
 	}
 	return strings.Join(cols, "\t")
+}
+
+// portsText is a record's published ports as docker ps shows them:
+// 127.0.0.1:8080->8000/tcp, comma-separated; "-" for none.
+func portsText(ports []state.Port) string {
+	if len(ports) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		out[i] = fmt.Sprintf("%s->%d/%s", net.JoinHostPort(p.HostIP, strconv.Itoa(int(p.HostPort))), p.SandboxPort, proto)
+	}
+	return termText(strings.Join(out, ", "))
 }

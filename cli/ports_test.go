@@ -117,6 +117,10 @@ func TestPortDetached(t *testing.T) {
 		t.Errorf("GET through the published port: %q", body)
 	}
 
+	// ps shows them as docker ps does.
+	if table := h.must(nil, "ps"); !strings.Contains(table, "PORTS") || !strings.Contains(table, addr+"->8000/tcp") {
+		t.Errorf("ps:\n%s", table)
+	}
 	lines := h.must(nil, "port", id[:7])
 	if !strings.Contains(lines, "8000/tcp -> "+addr+"\n") || !strings.Contains(lines, "8001/tcp -> 127.0.0.1:") || strings.Count(lines, "\n") != 2 {
 		t.Errorf("airlock port:\n%s", lines)
