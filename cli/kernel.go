@@ -30,8 +30,8 @@ func (a *app) newKernelCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use:   "kernel",
-		Short: "Build and list the guest kernels of the vm boundary",
-		Long: `Build and list the guest kernels that the vm boundary boots.
+		Short: "Build, list and remove the guest kernels of the vm boundary",
+		Long: `Build, list and remove the guest kernels that the vm boundary boots.
 
 A guest kernel is built from Debian's linux-source package with
 ` + "`make tinyconfig`" + ` plus a config fragment that airlock carries (virtio-mmio
@@ -45,7 +45,7 @@ it is built once and reused.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
-	cmd.AddCommand(a.newKernelBuildCmd(&cacheDir), a.newKernelListCmd(&cacheDir))
+	cmd.AddCommand(a.newKernelBuildCmd(&cacheDir), a.newKernelListCmd(&cacheDir), a.newKernelRmCmd(&cacheDir), a.newKernelPruneCmd(&cacheDir))
 	return cmd
 }
 
@@ -170,5 +170,75 @@ airlock's config fragment and build script: the ones the vm boundary boots.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) newKernelRmCmd(cacheDir *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "rm KEY...",
+		Aliases: []string{"remove"},
+		Short:   "Remove guest kernels from the cache, by key (at least 4 characters of it)",
+		Example: `  ` + a.name + ` kernel rm 6588c2a5`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := kernelCacheDir(*cacheDir)
+			if err != nil {
+				return err
+			}
+			removed := []vmkernel.Kernel{}
+			var failed error
+			for _, key := range args {
+				k, err := vmkernel.Remove(cmd.Context(), dir, key)
+				if err != nil {
+					a.warnf("%s", termText(err.Error()))
+					failed = exitError{1}
+					continue
+				}
+				removed = append(removed, k)
+				if !asJSON {
+					fmt.Println(k.Key)
+				}
+			}
+			if asJSON {
+				if err := writeJSON(removed); err != nil {
+					return err
+				}
+			}
+			return failed
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the kernels removed as JSON")
+	return cmd
+}
+
+func (a *app) newKernelPruneCmd(cacheDir *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove the guest kernels not built from this airlock's fragment, which nothing boots",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := kernelCacheDir(*cacheDir)
+			if err != nil {
+				return err
+			}
+			removed, err := vmkernel.Prune(cmd.Context(), dir)
+			if asJSON {
+				if removed == nil {
+					removed = []vmkernel.Kernel{}
+				}
+				if jerr := writeJSON(removed); jerr != nil {
+					return jerr
+				}
+			} else {
+				for _, k := range removed {
+					fmt.Println(k.Key)
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the kernels removed as JSON")
 	return cmd
 }
