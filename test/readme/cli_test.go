@@ -14,36 +14,6 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
-// cliLines are the command lines of README.md's CLI section, without
-// their comments.
-func cliLines(t *testing.T) []string {
-	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n### CLI\n")
-	if !ok {
-		t.Fatal("README.md has no section CLI")
-	}
-	_, block, ok := strings.Cut(section, "\n```sh\n")
-	block, _, closed := strings.Cut(block, "\n```\n")
-	if !ok || !closed {
-		t.Fatal("README.md's CLI section has no sh block")
-	}
-	var lines []string
-	for _, l := range strings.Split(block, "\n") {
-		// A comment starts at "  # " after the command.
-		if i := strings.Index(l, "  # "); i >= 0 {
-			l = l[:i]
-		}
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return lines
-}
-
 // TestReadmeCLILines runs every line of README.md's CLI section as a
 // shell runs it, in a directory holding what the lines name (a Makefile,
 // ./agent, ./myroot), with the built airlock first on PATH: each must
@@ -91,7 +61,7 @@ func TestReadmeCLILines(t *testing.T) {
 	}
 	cache := os.Getenv("AIRLOCK_TEST_IMAGE_CACHE")
 	ran := 0
-	for _, line := range cliLines(t) {
+	for _, line := range commandLines(blockAfter(t, "### CLI", "sh")) {
 		switch {
 		case strings.Contains(line, "pip download"):
 			t.Logf("not run (needs the internet): %s", line)
@@ -128,73 +98,24 @@ func TestReadmeCLILines(t *testing.T) {
 	}
 }
 
-// detachedBlock is README.md's block of sandboxes that outlive a command:
-// one shell session, its lines in order.
-func detachedBlock(t *testing.T) []string {
-	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n### Sandboxes that outlive a command\n")
-	if !ok {
-		t.Fatal("README.md has no section on sandboxes that outlive a command")
-	}
-	_, block, ok := strings.Cut(section, "\n```sh\n")
-	block, _, closed := strings.Cut(block, "\n```\n")
-	if !ok || !closed {
-		t.Fatal("README.md's section on sandboxes that outlive a command has no sh block")
-	}
-	var lines []string
-	for _, l := range strings.Split(block, "\n") {
-		if i := strings.Index(l, "  # "); i >= 0 {
-			l = l[:i]
-		}
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return lines
-}
-
 // TestReadmeDetachedSession runs README.md's block on sandboxes that
 // outlive a command as one shell session, in order: every line must
 // succeed. Lines that follow a running command (logs -f, attach) are
 // stopped after a few seconds, as a user stops them; -it needs a terminal
 // (the CLI's own tests drive one).
 func TestReadmeDetachedSession(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, as the README's sandboxes with networks do")
-	}
-	dir, err := testbin.Dir("readme-detached-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bins := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bins, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testbin.Build(bins, "airlock", "airlock-guest"); err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(dir, "work")
+	e := newReadmeEnv(t, "readme-detached-")
+	work := e.work
 	if err := os.MkdirAll(filepath.Join(work, "src", "pkg"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(work, "src", "main.py"), []byte("print('hi')\n"), 0o644)
 	os.WriteFile(filepath.Join(work, "src", "pkg", "util.py"), []byte("X = 1\n"), 0o644)
-	home := filepath.Join(dir, "home")
-	t.Cleanup(func() {
-		kill := exec.Command(filepath.Join(bins, "airlock"), "kill", "--all")
-		kill.Env = append(os.Environ(), "AIRLOCK_HOME="+home)
-		kill.Run()
-	})
 
 	var script strings.Builder
 	script.WriteString("set -u\n")
 	ran := 0
-	for i, line := range detachedBlock(t) {
+	for i, line := range commandLines(blockAfter(t, "### Sandboxes that outlive a command", "sh")) {
 		switch {
 		case strings.Contains(line, " -it "):
 			t.Logf("not run here (needs a terminal; cli's TTY tests drive one): %s", line)
@@ -207,15 +128,8 @@ func TestReadmeDetachedSession(t *testing.T) {
 		}
 		ran++
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", script.String())
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "PATH="+bins+":"+os.Getenv("PATH"), "AIRLOCK_HOME="+home)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("README.md's session failed: %v\n%s", err, out.String())
+	if out, err := e.run(t, script.String(), ""); err != nil {
+		t.Fatalf("README.md's session failed: %v\n%s", err, out)
 	}
 	if ran < 15 {
 		t.Errorf("ran %d of the block's lines, want at least 15", ran)
