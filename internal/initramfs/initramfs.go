@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 )
 
@@ -109,4 +110,25 @@ func (w *Writer) pad() {
 	if n := w.off % 4; n != 0 {
 		w.write(make([]byte, 4-n))
 	}
+}
+
+// WriteInit writes, at path, the smallest root a guest's init needs: the
+// directories /dev, /proc and /sys, /dev/console, and init (an
+// executable) as /init.
+func WriteInit(path string, init []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write the initramfs: %w", err)
+	}
+	w := NewWriter(f)
+	for _, err := range []error{
+		w.Dir("dev", 0o755), w.CharDevice("dev/console", 0o600, 5, 1), w.Dir("proc", 0o755), w.Dir("sys", 0o755),
+		w.File("init", 0o755, init), w.Close(),
+	} {
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("write the initramfs %s: %w", path, err)
+		}
+	}
+	return f.Close()
 }

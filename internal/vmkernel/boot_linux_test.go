@@ -164,25 +164,7 @@ func writeInitrd(t *testing.T, dir, path, goarch string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := initramfs.NewWriter(f)
-	for _, err := range []error{
-		w.Dir("dev", 0o755),
-		w.CharDevice("dev/console", 0o600, 5, 1),
-		w.Dir("proc", 0o755),
-		w.Dir("sys", 0o755),
-		w.File("init", 0o755, b),
-		w.Close(),
-	} {
-		if err != nil {
-			t.Fatalf("write the initrd: %v", err)
-		}
-	}
-	if err := f.Close(); err != nil {
+	if err := initramfs.WriteInit(path, b); err != nil {
 		t.Fatal(err)
 	}
 }
