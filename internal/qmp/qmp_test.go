@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,7 +61,12 @@ func startQEMU(t *testing.T) (string, *exec.Cmd) {
 func TestRealQEMU(t *testing.T) {
 	ctx := testCtx(t)
 	sock, cmd := startQEMU(t)
+	// QEMU makes the socket's file before it listens on it.
 	m, err := Dial(ctx, sock)
+	for errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		m, err = Dial(ctx, sock)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -133,21 +134,24 @@ func Start(ctx context.Context, c Config) (_ *Machine, err error) {
 		m.waitErr = cmd.Wait()
 		close(m.done)
 	}()
+	// QEMU makes the socket's file before it listens on it: until it
+	// does, a connection is refused.
 	sock := filepath.Join(c.Dir, "qmp.sock")
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		m.QMP, err = qmp.Dial(ctx, sock)
+		if err == nil {
 			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, err
 		}
 		select {
 		case <-m.done:
 			return nil, fmt.Errorf("QEMU exited at start: %v: %s", m.waitErr, m.console.String())
 		case <-ctx.Done():
-			return nil, fmt.Errorf("QEMU made no QMP socket: %w", context.Cause(ctx))
+			return nil, fmt.Errorf("QEMU's QMP socket never answered: %w (%v)", context.Cause(ctx), err)
 		case <-time.After(5 * time.Millisecond):
 		}
-	}
-	if m.QMP, err = qmp.Dial(ctx, sock); err != nil {
-		return nil, err
 	}
 	return m, nil
 }
