@@ -679,32 +679,19 @@ func (o *overlay) Rename(ctx context.Context, oldPath, newPath string) error {
 }
 
 func (o *overlay) Symlink(ctx context.Context, target, link string) error {
-	if reserved(link) {
-		return syscall.EPERM
-	}
-	if link == "/" {
-		return syscall.EEXIST
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, _, err := o.resolve(ctx, link); err == nil {
-		return syscall.EEXIST
-	} else if !isErrno(err, syscall.ENOENT) {
-		return err
-	}
-	if err := o.parentDir(ctx, link); err != nil {
-		return err
-	}
-	if err := o.upper.Symlink(ctx, target, link); err != nil {
-		return err
-	}
-	return o.dropWhiteout(ctx, link)
+	return o.makeNew(ctx, link, func() error { return o.upper.Symlink(ctx, target, link) })
 }
 
 func (o *overlay) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
 	if err := CheckMknod(mode); err != nil {
 		return err
 	}
+	return o.makeNew(ctx, p, func() error { return o.upper.Mknod(ctx, p, mode) })
+}
+
+// makeNew makes p, which must not exist in either layer, in the upper
+// with mk, and drops a whiteout of p there.
+func (o *overlay) makeNew(ctx context.Context, p string, mk func() error) error {
 	if reserved(p) {
 		return syscall.EPERM
 	}
@@ -721,7 +708,7 @@ func (o *overlay) Mknod(ctx context.Context, p string, mode fs.FileMode) error {
 	if err := o.parentDir(ctx, p); err != nil {
 		return err
 	}
-	if err := o.upper.Mknod(ctx, p, mode); err != nil {
+	if err := mk(); err != nil {
 		return err
 	}
 	return o.dropWhiteout(ctx, p)
