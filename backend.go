@@ -38,6 +38,15 @@ func boundarySpec(id string, c *Config, st storage) (boundary.Spec, error) {
 	spec := boundary.Spec{
 		ID: id, AgentPath: agent, Log: c.Logger,
 		Limits: boundary.Limits{MemoryBytes: max(c.Resources.MemoryMB, 0) << 20, Pids: c.PidsLimit, CPUs: c.Resources.CPUs},
+		Kernel: c.Kernel, RequireKVM: c.RequireKVM,
+	}
+	if c.image != nil {
+		spec.RootImage = c.image.erofs
+	}
+	if c.Isolation == IsolationVM && c.Kernel == "" {
+		if spec.CacheDir, err = c.imageCacheDir(); err != nil {
+			return boundary.Spec{}, err
+		}
 	}
 	if st.OnDisk {
 		home, err := Home()

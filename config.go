@@ -62,7 +62,13 @@ type Config struct {
 	RootFS string `json:"rootfs,omitempty"`
 	// Isolation selects the boundary; default "process".
 	Isolation Isolation `json:"isolation,omitempty"`
-	Resources Resources `json:"resources,omitempty"`
+	// Kernel is the guest kernel (an uncompressed vmlinux) of the vm
+	// level; default the one `airlock kernel build` made in the cache.
+	Kernel string `json:"kernel,omitempty"`
+	// RequireKVM makes the vm level refuse to start without hardware
+	// virtualisation, instead of emulating the guest's CPU (QEMU TCG).
+	RequireKVM bool      `json:"require_kvm,omitempty"`
+	Resources  Resources `json:"resources,omitempty"`
 	// Env is added to every command's environment.
 	Env map[string]string `json:"env,omitempty"`
 	// PidsLimit bounds the number of processes and threads in the

@@ -63,6 +63,9 @@ func (i ImageInfo) DefaultCommand() []string {
 type resolvedImage struct {
 	info   ImageInfo
 	rootfs string
+	// erofs is the tree packed as an erofs file, for the vm level; ""
+	// when none could be made (the vm level then shares the tree).
+	erofs string
 	// done ends the sandbox's use of the image in the cache, which
 	// keeps its tree from removal while the sandbox's overlay reads it.
 	done func()
@@ -141,8 +144,18 @@ func resolveImage(ctx context.Context, c *Config) (*resolvedImage, error) {
 		}
 	}
 	c.Logger.Debug("image ready", "image", c.Image, "key", img.Key, "took", time.Since(start))
+	var packed string
+	if c.Isolation == IsolationVM {
+		// A VM attaches the image as a disk: packed once, kept beside
+		// the tree.
+		if packed, err = cache.EROFS(ctx, img); err != nil {
+			c.Logger.Warn("image not packed for the vm level; its tree is shared instead", "image", c.Image, "err", err)
+			packed = ""
+		}
+	}
 	return &resolvedImage{
 		rootfs: img.RootFS,
+		erofs:  packed,
 		done:   sync.OnceFunc(release),
 		info: ImageInfo{
 			Name: c.Image, Key: img.Key, Kind: img.Kind,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -67,6 +68,17 @@ func Main(args []string) {
 		}
 		ZygoteMain(cfg, log)
 		return
+	}
+	if os.Getpid() == 1 && len(args) == 1 && slices.Contains(os.Environ(), agentproto.VMEnv) {
+		runtime.GOMAXPROCS(1)
+		go reapOrphans()
+		err := vmMain(log)
+		fmt.Fprintf(os.Stderr, "airlock agent: %v\n", err)
+		// PID 1 ends the machine: a restart, which the VMM turns into
+		// its exit.
+		unix.Sync()
+		_ = unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
+		os.Exit(1)
 	}
 	// The agent shuffles bytes between the host and user commands. With
 	// one P, a hand-off between its goroutines (stream reader, request
@@ -154,6 +166,13 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 			return Prepared{}, fmt.Errorf("make the network interface: %w", err)
 		}
 	}
+	return prepareSandbox(ctx, b, log)
+}
+
+// prepareSandbox does what every boundary's agent does once its own
+// setup is made: the programmable mounts' devices, the root, IPC limits,
+// loopback, and the confined spawner.
+func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepared, error) {
 	// The FUSE devices are opened while the host's are in view; the
 	// mounts are made once the root is the sandbox's.
 	vfs, err := openVFS(&b.Root, log)
@@ -179,9 +198,14 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	if err := loopbackUp(); err != nil {
 		return Prepared{}, fmt.Errorf("bring up loopback: %w", err)
 	}
-	mask, err := newHostMask()
-	if err != nil {
-		return Prepared{}, err
+	// A micro-VM's guest kernel is its own: nothing of the host's
+	// identity (boot id, uptime, machine id) shows in it to mask.
+	var mask *HostMask
+	if b.Mode != "vm" {
+		var err error
+		if mask, err = newHostMask(); err != nil {
+			return Prepared{}, err
+		}
 	}
 	if err := vfs.ready(); err != nil {
 		return Prepared{}, err

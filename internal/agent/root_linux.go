@@ -13,11 +13,6 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
-// hostLibDirs are the host directories that make up the default root, bound
-// read-only. Where the host has them as symlinks into /usr (merged /usr),
-// the same symlinks are created instead.
-var hostLibDirs = []string{"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"}
-
 // buildRoot assembles the sandbox's root filesystem under the stage
 // directory and pivots into it. It runs as root of a fresh user and mount
 // namespace, so nothing here touches the host's mount table.
@@ -78,12 +73,17 @@ func buildRoot(b *agentproto.Boot) error {
 		// of a user namespace may set, instead of trusted.overlay.*,
 		// which it may not: without it a directory made where a lower
 		// one was removed fails with EIO.
-		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, stage, stage)
+		o := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", lower, stage, stage)
+		if b.Mode != "vm" {
+			// In a micro-VM the agent is root of the guest's first
+			// user namespace, and trusted.* attributes are its own.
+			o += ",userxattr"
+		}
 		if err := unix.Mount("overlay", root, "overlay", 0, o); err != nil {
 			return fmt.Errorf("mount an overlay on rootfs %s: %w", b.Root.RootFS, err)
 		}
 	} else {
-		for _, d := range hostLibDirs {
+		for _, d := range agentproto.HostRootDirs() {
 			if err := replicate("/"+d, filepath.Join(root, d)); err != nil {
 				return err
 			}

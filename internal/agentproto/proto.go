@@ -94,6 +94,19 @@ const ImageWorkerArg = "image-worker"
 // serves cannot be killed). Only the agent starts it.
 const FUSEServerArg = "fuse-server"
 
+// VMEnv, in its environment, makes the agent PID 1 of a micro-VM's
+// guest kernel. The kernel passes it to the initial ramdisk's /init (the
+// agent) from its command line, where a name=value that is no kernel
+// parameter becomes init's environment (arguments after "--" would mix
+// with the virtio-mmio devices QEMU appends). The agent sets the guest
+// up, finds its port to the host (VMPort) and waits there for its Boot,
+// whose VM part says what the VM's devices hold.
+const VMEnv = "AIRLOCK_AGENT=vm"
+
+// VMPort is the name of the virtio-serial port the agent of a micro-VM
+// speaks to the host on.
+const VMPort = "airlock.agent"
+
 // Boot is the first frame the host sends. It tells the agent how to prepare
 // the sandbox before it accepts requests.
 type Boot struct {
@@ -101,7 +114,8 @@ type Boot struct {
 	ID       string `cbor:"id"`
 	Hostname string `cbor:"hostname"`
 	// Mode selects the PID 1 setup: "process" builds a root filesystem from
-	// host binds inside fresh namespaces.
+	// host binds inside fresh namespaces; "vm" builds it inside a guest
+	// kernel, from the devices VM names.
 	Mode string   `cbor:"mode"`
 	Root RootSpec `cbor:"root"`
 	// Env is the base environment of every command.
@@ -119,6 +133,40 @@ type Boot struct {
 	// interface itself and send its file back: the host does so when it
 	// cannot enter the sandbox's namespaces (an unprivileged supervisor).
 	Link *LinkSpec `cbor:"link,omitempty"`
+	// VM is what a micro-VM's agent sets up before the root: set in
+	// mode "vm" only.
+	VM *VMSpec `cbor:"vm,omitempty"`
+}
+
+// VMSpec is the micro-VM's part of the boot: its devices, its network
+// interface and the limits that the guest kernel's cgroups enforce on
+// user commands.
+type VMSpec struct {
+	// Mounts are made, in order, before the root is built: the root's
+	// lower layer (Root.RootFS names its Target), the host directories
+	// that a default root is made of, and those of direct mounts
+	// (Root.Direct names their Target as HostPath).
+	Mounts []VMMount `cbor:"mounts,omitempty"`
+	// Link is the guest's one virtio-net interface (Name: the name it
+	// gets; FD unused).
+	Link *LinkSpec `cbor:"link,omitempty"`
+	// MemoryBytes and Pids bound the user commands' cgroup; 0: none.
+	MemoryBytes int64 `cbor:"mem,omitempty"`
+	Pids        int64 `cbor:"pids,omitempty"`
+	// Time is the host's clock at boot, in Unix nanoseconds: the guest
+	// has no battery-backed clock of its own.
+	Time int64 `cbor:"time"`
+}
+
+// VMMount is one file system the micro-VM's agent mounts.
+type VMMount struct {
+	// Source is a block device (/dev/vda) or a virtio-9p share's tag.
+	Source string `cbor:"src"`
+	// Type is "erofs", "ext4" or "9p".
+	Type string `cbor:"type"`
+	// Target is the absolute path in the guest it is mounted on.
+	Target   string `cbor:"target"`
+	Readonly bool   `cbor:"ro,omitempty"`
 }
 
 // LinkSpec is the sandbox's network interface, made by the agent: a TAP
@@ -133,6 +181,13 @@ type LinkSpec struct {
 	AddressV6 string `cbor:"addr6,omitempty"`
 	GatewayV6 string `cbor:"gw6,omitempty"`
 	MTU       uint32 `cbor:"mtu"`
+}
+
+// HostRootDirs are the host directories that make up the default root
+// (RootSpec.RootFS empty), bound read-only. Where the host has them as
+// symlinks into /usr (merged /usr), the same symlinks are made instead.
+func HostRootDirs() []string {
+	return []string{"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"}
 }
 
 // Where the agent puts RootSpec.TrustCA, inside the sandbox.

@@ -74,6 +74,17 @@ type Spec struct {
 	// Link describes the sandbox's one network interface; nil: none.
 	Link *LinkSpec
 	Log  *slog.Logger
+	// RootImage, when set, is the root's lower layer packed as a disk
+	// image (erofs), for a boundary that attaches disks; otherwise it
+	// uses the boot's RootFS directory.
+	RootImage string
+	// Kernel is the guest kernel of a boundary that boots one; "" is
+	// the one built in CacheDir (`airlock kernel build`).
+	Kernel   string
+	CacheDir string
+	// RequireKVM refuses a micro-VM without hardware virtualisation
+	// instead of emulating its CPU.
+	RequireKVM bool
 }
 
 // Limits bound the sandbox's user processes; zero values are unlimited.

@@ -122,7 +122,7 @@ func create(c Config) (*os.File, error) {
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		return nil, fmt.Errorf("tap: create %s: %w", c.Name, err)
 	}
-	if err := configure(c); err != nil {
+	if err := Configure(c); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -131,7 +131,13 @@ func create(c Config) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "tap:"+c.Name), nil
 }
 
-func configure(c Config) error {
+// Configure gives the existing interface c.Name, in the calling thread's
+// network namespace, c's MTU, addresses and default routes, and brings it
+// up: for an interface that is not a TAP device (a micro-VM's virtio-net).
+func Configure(c Config) error {
+	if err := c.check(); err != nil {
+		return err
+	}
 	link, err := netlink.LinkByName(c.Name)
 	if err != nil {
 		return fmt.Errorf("tap: find %s: %w", c.Name, err)

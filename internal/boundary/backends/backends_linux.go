@@ -3,6 +3,7 @@ package backends
 import (
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+	"github.com/airlock-sandbox/airlock/internal/boundary/vm"
 )
 
 // For returns the backend of isolation level iso.
@@ -10,7 +11,9 @@ func For(iso string) (boundary.Backend, error) {
 	switch iso {
 	case Process:
 		return process.Backend{}, nil
-	case GVisor, VM:
+	case VM:
+		return vm.Backend{}, nil
+	case GVisor:
 		return nil, notHere(iso, "has no backend in this version of airlock")
 	}
 	return nil, notHere(iso, "is not an isolation level")

@@ -14,17 +14,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/qmp"
 )
 
 // AgentPort is the name of the virtio-serial port the agent speaks on.
-const AgentPort = "airlock.agent"
+const AgentPort = agentproto.VMPort
 
 // consoleTail bounds what is kept of the guest's console, for a crash
 // report.
@@ -47,6 +49,25 @@ type Config struct {
 	// Network gives the guest one virtio-net interface whose frames come
 	// and go on Machine.Frames.
 	Network bool
+	// Disks are virtio-blk devices; Shares are host directories over
+	// virtio-9p.
+	Disks  []Disk
+	Shares []Share
+}
+
+// Disk is a raw disk image the guest sees as a virtio-blk device whose
+// serial is Serial.
+type Disk struct {
+	Serial, Path string
+	Readonly     bool
+}
+
+// Share is a host directory the guest mounts as 9p by its tag. QEMU
+// passes the guest's file operations through as its own uid
+// (security_model=none).
+type Share struct {
+	Tag, Path string
+	Readonly  bool
 }
 
 // Machine is a running QEMU.
@@ -88,6 +109,22 @@ func Args(c Config) []string {
 		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, "agent.sock"),
 		"-device", "virtserialport,chardev=agent,name=" + AgentPort,
 	}
+	for i, d := range c.Disks {
+		id := "disk" + strconv.Itoa(i)
+		drive := "if=none,format=raw,id=" + id + ",file=" + escapeOpt(d.Path)
+		if d.Readonly {
+			drive += ",readonly=on"
+		}
+		args = append(args, "-drive", drive, "-device", "virtio-blk-device,drive="+id+",serial="+escapeOpt(d.Serial))
+	}
+	for i, sh := range c.Shares {
+		id := "fs" + strconv.Itoa(i)
+		dev := "local,id=" + id + ",security_model=none,path=" + escapeOpt(sh.Path)
+		if sh.Readonly {
+			dev += ",readonly=on"
+		}
+		args = append(args, "-fsdev", dev, "-device", "virtio-9p-device,fsdev="+id+",mount_tag="+escapeOpt(sh.Tag))
+	}
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
 	}
@@ -96,6 +133,10 @@ func Args(c Config) []string {
 	}
 	return args
 }
+
+// escapeOpt escapes a value inside a QEMU option list, where a comma
+// separates options unless doubled.
+func escapeOpt(v string) string { return strings.ReplaceAll(v, ",", ",,") }
 
 // Start starts QEMU for c and connects to its QMP socket. The agent's
 // port is a socket this process listens on and QEMU connects to, so that
@@ -181,7 +222,7 @@ func (m *Machine) Err() error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("the VM ended (%v); its console's last lines:\n%s", m.waitErr, m.console.Last(20))
+	return fmt.Errorf("the VM ended (%v); its console's last lines:\n%s", m.waitErr, m.console.Last(40))
 }
 
 // Console is what the guest printed, its last 64 KiB.

@@ -1,0 +1,351 @@
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/initramfs"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
+)
+
+// Where the guest's agent mounts the VM's devices.
+const (
+	guestLower  = "/run/airlock/lower"
+	guestDirect = "/run/airlock/direct/"
+)
+
+// Limits of what is copied from the host's /etc into the guest's initial
+// ramdisk (the default root's HostEtc entries).
+const (
+	etcFileMax  = 4 << 20
+	etcTotalMax = 32 << 20
+)
+
+// overheadMB is the guest's memory beyond its commands' limit: its
+// kernel, the agent, the spawner and the page cache of the root.
+const overheadMB = 256
+
+// Backend is the micro-VM boundary behind the seam: QEMU's microvm with
+// airlock's guest kernel, the agent as the guest's PID 1.
+type Backend struct{}
+
+var _ boundary.Backend = Backend{}
+
+// CheckNetwork: a VM's network needs nothing of the host (no TAP, no
+// root): its frames come out of a socket QEMU inherits.
+func (Backend) CheckNetwork() error { return nil }
+
+// Sandbox is a running micro-VM.
+type Sandbox struct {
+	m     *Machine
+	conn  io.ReadWriteCloser
+	dir   string
+	notes []string
+	once  sync.Once
+}
+
+// Start boots a VM whose agent gets boot.
+func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.Boot) (_ boundary.Sandbox, err error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("%w: the vm level runs x86_64 guests under QEMU's microvm, and this machine is %s", boundary.ErrUnavailable, runtime.GOARCH)
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, fmt.Errorf("%w: the vm level needs QEMU: apt-get install qemu-system-x86 (%v)", boundary.ErrUnavailable, err)
+	}
+	kernel := spec.Kernel
+	if kernel == "" {
+		k, err := vmkernel.Find(spec.CacheDir, vmkernel.HostArch(runtime.GOARCH), nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the vm level boots airlock's guest kernel, and %v: build it once with `airlock kernel build` (about 6 minutes)", boundary.ErrUnavailable, err)
+		}
+		kernel = k.Path
+	}
+	kvm := HardwareVirtualization()
+	var notes []string
+	if !kvm {
+		if spec.RequireKVM {
+			return nil, fmt.Errorf("%w: this CPU has no hardware virtualisation (no vmx or svm flag in /proc/cpuinfo), and KVM was required", boundary.ErrUnavailable)
+		}
+		notes = append(notes, "vm: no hardware virtualisation here (no vmx or svm CPU flag): the guest's CPU is emulated (QEMU TCG), many times slower than KVM")
+	}
+	agent, err := os.ReadFile(spec.AgentPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the agent binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "airlock-vm-"+spec.ID+"-")
+	if err != nil {
+		return nil, fmt.Errorf("make the VM's private directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	cfg := Config{QEMU: qemu, Kernel: kernel, KVM: kvm, Dir: dir, Network: spec.Link != nil}
+	cfg.CPUs = max(1, int(math.Ceil(spec.Limits.CPUs)))
+	cfg.MemoryMB = memoryMB(spec.Limits.MemoryBytes)
+	rd := initrd{}
+	v := &agentproto.VMSpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, Time: time.Now().UnixNano()}
+	switch {
+	case spec.RootImage != "":
+		cfg.Disks = append(cfg.Disks, Disk{Serial: "root", Path: spec.RootImage, Readonly: true})
+		v.Mounts = append(v.Mounts, agentproto.VMMount{Source: "root", Type: "erofs", Target: guestLower, Readonly: true})
+		boot.Root.RootFS = guestLower
+	case boot.Root.RootFS != "":
+		cfg.Shares = append(cfg.Shares, Share{Tag: "root", Path: boot.Root.RootFS, Readonly: true})
+		v.Mounts = append(v.Mounts, agentproto.VMMount{Source: "root", Type: "9p", Target: guestLower, Readonly: true})
+		boot.Root.RootFS = guestLower
+	default:
+		// The host's own root, as at the process level: its /usr and
+		// the directories (or merged-/usr links) beside it, read-only,
+		// and the /etc entries the boot names, copied.
+		for _, d := range agentproto.HostRootDirs() {
+			fi, err := os.Lstat("/" + d)
+			switch {
+			case err != nil:
+			case fi.Mode()&fs.ModeSymlink != 0:
+				t, err := os.Readlink("/" + d)
+				if err == nil {
+					rd.links = append(rd.links, [2]string{d, t})
+				}
+			case fi.IsDir():
+				tag := "host-" + d
+				cfg.Shares = append(cfg.Shares, Share{Tag: tag, Path: "/" + d, Readonly: true})
+				v.Mounts = append(v.Mounts, agentproto.VMMount{Source: tag, Type: "9p", Target: "/" + d, Readonly: true})
+			}
+		}
+		rd.etc = boot.Root.HostEtc
+	}
+	for i := range boot.Root.Direct {
+		d := &boot.Root.Direct[i]
+		if d.FD != 0 {
+			return nil, errors.New("a direct mount of the vm level is a host path, not a descriptor")
+		}
+		tag := "direct-" + strconv.Itoa(i)
+		target := guestDirect + strconv.Itoa(i)
+		cfg.Shares = append(cfg.Shares, Share{Tag: tag, Path: d.HostPath, Readonly: d.Readonly})
+		v.Mounts = append(v.Mounts, agentproto.VMMount{Source: tag, Type: "9p", Target: target, Readonly: d.Readonly})
+		d.HostPath = target
+	}
+	if l := spec.Link; l != nil {
+		v.Link = &agentproto.LinkSpec{
+			Name: l.Name, Address: l.Address.String(), Gateway: l.Gateway.String(), MTU: l.MTU,
+		}
+		if l.AddressV6.IsValid() {
+			v.Link.AddressV6, v.Link.GatewayV6 = l.AddressV6.String(), l.GatewayV6.String()
+		}
+	}
+	boot.Mode, boot.VM, boot.Root.Stage = "vm", v, ""
+	cfg.Initrd = filepath.Join(dir, "initrd.cpio")
+	if err := rd.write(cfg.Initrd, agent); err != nil {
+		return nil, err
+	}
+	khz, _ := vmkernel.HostTSCkHz()
+	extra := []string{"quiet"}
+	if os.Getenv("AIRLOCK_VM_DEBUG") != "" {
+		extra = []string{"loglevel=7", "AIRLOCK_AGENT_DEBUG=1"}
+	}
+	cfg.CommandLine = vmkernel.CommandLine(khz, append(extra, agentproto.VMEnv)...)
+	m, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{m: m, dir: dir, notes: notes}
+	c, err := m.AcceptAgent(ctx)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.conn = c
+	return s, nil
+}
+
+// memoryMB is the VM's memory for commands limited to limit bytes: the
+// limit and the guest's own overhead. QEMU takes host memory for it only
+// as the guest touches it.
+func memoryMB(limit int64) int {
+	if limit <= 0 {
+		return 1024
+	}
+	return int((limit+(1<<20)-1)>>20) + overheadMB
+}
+
+// HardwareVirtualization reports whether KVM can run a guest here: the
+// CPU has vmx or svm and /dev/kvm opens. The device alone says nothing (a
+// paravirtual KVM, as on some cloud machines, has one and cannot run
+// stock kernels).
+func HardwareVirtualization() bool {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	found := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() && !found {
+		k, v, ok := bytes.Cut(sc.Bytes(), []byte(":"))
+		if !ok || string(bytes.TrimSpace(k)) != "flags" {
+			continue
+		}
+		for _, fl := range bytes.Fields(v) {
+			if string(fl) == "vmx" || string(fl) == "svm" {
+				found = true
+			}
+		}
+		break
+	}
+	if !found {
+		return false
+	}
+	kvm, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	kvm.Close()
+	return true
+}
+
+// initrd is the guest's initial ramdisk: the agent as /init, the
+// directories it mounts on, and what of the host the default root takes
+// by copy.
+type initrd struct {
+	// links are (name, target) symlinks at the root (merged /usr).
+	links [][2]string
+	// etc are the host's /etc entries to copy.
+	etc []string
+}
+
+func (r initrd) write(path string, agent []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
+	}
+	w := initramfs.NewWriter(f)
+	errs := []error{
+		w.Dir("dev", 0o755), w.CharDevice("dev/console", 0o600, 5, 1), w.Dir("proc", 0o555), w.Dir("sys", 0o555),
+		w.Dir("run", 0o755), w.Dir("tmp", 0o1777), w.Dir("etc", 0o755), w.File("init", 0o755, agent),
+	}
+	for _, l := range r.links {
+		errs = append(errs, w.Symlink(l[0], l[1]))
+	}
+	budget := etcTotalMax
+	for _, e := range r.etc {
+		errs = append(errs, copyEtc(w, e, &budget))
+	}
+	errs = append(errs, w.Close())
+	if err := errors.Join(errs...); err != nil {
+		f.Close()
+		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
+	}
+	return f.Close()
+}
+
+// copyEtc copies the host's /etc/name (a file, a symlink or a tree)
+// into the ramdisk, within budget bytes; what cannot be read, or does
+// not fit, is left out (as a missing entry is at the process level).
+func copyEtc(w *initramfs.Writer, name string, budget *int) error {
+	root, err := os.OpenRoot("/etc")
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	return fs.WalkDir(root.FS(), filepath.Clean(name), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		dst := "etc/" + p
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := root.Readlink(p)
+			if err != nil {
+				return nil
+			}
+			return w.Symlink(dst, t)
+		case d.IsDir():
+			return w.Dir(dst, fi.Mode().Perm())
+		case d.Type().IsRegular():
+			if fi.Size() > etcFileMax || int(fi.Size()) > *budget {
+				return nil
+			}
+			b, err := root.ReadFile(p)
+			if err != nil || len(b) > *budget {
+				return nil
+			}
+			*budget -= len(b)
+			return w.File(dst, fi.Mode().Perm(), b)
+		}
+		return nil
+	})
+}
+
+// Conn is the agent's stream.
+func (s *Sandbox) Conn() io.ReadWriteCloser { return s.conn }
+
+// Link hands over the socket of the guest's frames.
+func (s *Sandbox) Link(ctx context.Context) (*os.File, error) {
+	f := s.m.Frames
+	if f == nil {
+		return nil, errors.New("the VM was started without a network interface, or its link was taken")
+	}
+	s.m.Frames = nil
+	return f, nil
+}
+
+// Notes are what this VM runs without.
+func (s *Sandbox) Notes() []string { return s.notes }
+
+// Done is closed when QEMU has exited.
+func (s *Sandbox) Done() <-chan struct{} { return s.m.Done() }
+
+// Err says how the VM ended, with its console's last lines.
+func (s *Sandbox) Err() error { return s.m.Err() }
+
+// PID is QEMU's.
+func (s *Sandbox) PID() int { return s.m.PID() }
+
+// Counters are counted inside the guest, by its agent.
+func (s *Sandbox) Counters() (boundary.Counters, error) {
+	return boundary.Counters{}, errors.ErrUnsupported
+}
+
+// Usage is measured inside the guest, by its agent.
+func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.Usage{}, errors.ErrUnsupported }
+
+// PidsCurrent is counted inside the guest, by its agent.
+func (s *Sandbox) PidsCurrent() (int64, error) { return 0, errors.ErrUnsupported }
+
+// Close stops QEMU and removes the VM's private directory.
+func (s *Sandbox) Close() error {
+	var err error
+	s.once.Do(func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		err = errors.Join(s.m.Close(), os.RemoveAll(s.dir))
+		if os.Getenv("AIRLOCK_VM_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "VM console:\n%s\n", s.m.Console())
+		}
+	})
+	return err
+}
