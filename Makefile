@@ -71,6 +71,9 @@ images:
 KERNEL_TEST_CACHE ?= /var/cache/airlock-kernel
 KERNEL_ARCHS      ?= x86_64
 export AIRLOCK_TEST_KERNEL_CACHE := $(KERNEL_TEST_CACHE)
+# ... and the vm level boots it, so that the suites that run over every
+# isolation level that works here run over vm too.
+export AIRLOCK_KERNEL_CACHE := $(KERNEL_TEST_CACHE)
 # deps.sh installs QEMU: its tests (internal/qmp) fail rather than skip.
 export AIRLOCK_REQUIRE_QEMU := 1
 

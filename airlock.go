@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -52,6 +53,9 @@ type Sandbox struct {
 	lifetime  *time.Timer
 	// ports are the published ports (ports.go).
 	ports ports
+	// agentNoUsage is set once the agent said it does not measure
+	// usage (measure asks it no more).
+	agentNoUsage atomic.Bool
 }
 
 // Errors that callers can test for with errors.Is.

@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
@@ -9,6 +10,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/bootcfg"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/boundary/backends"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
 // bootInput is what the agent's boot configuration is made from.
@@ -44,8 +46,13 @@ func boundarySpec(id string, c *Config, st storage) (boundary.Spec, error) {
 		spec.RootImage = c.image.erofs
 	}
 	if c.Isolation == IsolationVM && c.Kernel == "" {
-		if spec.CacheDir, err = c.imageCacheDir(); err != nil {
-			return boundary.Spec{}, err
+		// Kernels live beside the images, unless their own cache is
+		// named.
+		spec.CacheDir = os.Getenv(vmkernel.EnvCacheDir)
+		if spec.CacheDir == "" {
+			if spec.CacheDir, err = c.imageCacheDir(); err != nil {
+				return boundary.Spec{}, err
+			}
 		}
 	}
 	if st.OnDisk {

@@ -181,7 +181,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 		NoStarted: !started, User: s.cfg.commandUser(cmd.User),
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
-	p.before, err = s.b.Counters()
+	p.before, err = s.counters()
 	p.countsOK = err == nil
 	st, err := s.open(ctx, req)
 	if err != nil {
@@ -410,7 +410,7 @@ func (p *Process) result(x *agentproto.Exit, outBuf, errBuf *capped) *ExecResult
 	}
 	oom := false
 	if p.countsOK {
-		if now, err := p.s.b.Counters(); err == nil {
+		if now, err := p.s.counters(); err == nil {
 			if now.PidsLimitHits > p.before.PidsLimitHits {
 				r.LimitsHit = append(r.LimitsHit, "pids")
 			}

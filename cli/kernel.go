@@ -16,12 +16,15 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
-// kernelCacheDir is --cache-dir, else the image cache's default
-// ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock): kernels live beside the
-// images, in its kernels folder.
+// kernelCacheDir is --cache-dir, else $AIRLOCK_KERNEL_CACHE, else the
+// image cache's default ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock):
+// kernels live beside the images, in its kernels folder.
 func kernelCacheDir(dir string) (string, error) {
 	if dir != "" {
 		return dir, nil
+	}
+	if d := os.Getenv(vmkernel.EnvCacheDir); d != "" {
+		return d, nil
 	}
 	return store.DefaultDir()
 }

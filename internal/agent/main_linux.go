@@ -227,6 +227,8 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		NoRootCaps:  b.Hardening.NoRootCaps,
 		MountProc:   true,
 		Mask:        mask,
+		// A micro-VM's agent is exempt from its guest's OOM killer.
+		KillableByOOM: b.Mode == "vm",
 	}
 	// The cgroup files stay open: restarting the spawner after a crash
 	// needs them again.

@@ -25,6 +25,9 @@ type Prepared struct {
 	Spawner Spawner
 	Notes   []string
 	vfs     *vfsMounts
+	// usage reads what the user commands use, where the agent can (nil:
+	// the host measures it).
+	usage func() (agentproto.Usage, error)
 }
 
 // Preparer sets the sandbox up from the boot configuration.
@@ -72,7 +75,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs, usage: prep.usage}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -103,7 +106,8 @@ type server struct {
 	// fs carries out file operations inside the sandbox's root.
 	fs *sandboxFS
 	// vfs holds the programmable mounts until the host serves them.
-	vfs *vfsMounts
+	vfs   *vfsMounts
+	usage func() (agentproto.Usage, error)
 }
 
 // handle serves one stream's request, and reports whether the stream
@@ -126,6 +130,8 @@ func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 		err = s.file(c, &req)
 	case agentproto.OpVFS:
 		kept, err = s.serveVFS(c, st, req.Path)
+	case agentproto.OpUsage:
+		err = s.serveUsage(c)
 	default:
 		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
 	}
@@ -133,4 +139,17 @@ func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 		s.log.Debug("request failed", "op", req.Op, "err", err)
 	}
 	return kept
+}
+
+// serveUsage answers what the user commands use, where this agent
+// measures it.
+func (s *server) serveUsage(c *agentproto.Conn) error {
+	if s.usage == nil {
+		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeUnsupported, "this sandbox's usage is measured by its host")})
+	}
+	u, err := s.usage()
+	if err != nil {
+		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
+	}
+	return c.Write(agentproto.Msg{K: agentproto.KEnd, Usage: &u})
 }

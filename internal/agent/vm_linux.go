@@ -147,7 +147,72 @@ func prepareVM(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepa
 	if err := os.MkdirAll(b.Root.Stage, 0o755); err != nil {
 		return Prepared{}, err
 	}
-	return prepareSandbox(ctx, b, log)
+	// The cgroup is read after the pivot, where /sys is not mounted.
+	cg, err := os.OpenRoot(vmCommandsCgroup)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("open the commands' cgroup: %w", err)
+	}
+	p, err := prepareSandbox(ctx, b, log)
+	p.usage = func() (agentproto.Usage, error) { return cgroupUsage(cg) }
+	return p, err
+}
+
+// cgroupUsage reads the usage and limit events of cgroup v2 dir.
+func cgroupUsage(dir *os.Root) (agentproto.Usage, error) {
+	var u agentproto.Usage
+	cpu, err := keyed(dir, "cpu.stat")
+	if err != nil {
+		return u, err
+	}
+	u.CPUNanos = cpu["usage_usec"] * 1000
+	mem, err := single(dir, "memory.current")
+	if err != nil {
+		return u, err
+	}
+	u.MemoryBytes = mem
+	u.MemoryPeakBytes, _ = single(dir, "memory.peak") // Linux 5.19+
+	if u.Pids, err = single(dir, "pids.current"); err != nil {
+		return u, err
+	}
+	ev, err := keyed(dir, "memory.events")
+	if err != nil {
+		return u, err
+	}
+	u.OOMKills = ev["oom_kill"]
+	pev, err := keyed(dir, "pids.events")
+	if err != nil {
+		return u, err
+	}
+	u.PidsLimitHits = pev["max"]
+	return u, nil
+}
+
+// single reads a cgroup file of one number.
+func single(dir *os.Root, name string) (uint64, error) {
+	b, err := dir.ReadFile(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// keyed reads a cgroup file of "key value" lines.
+func keyed(dir *os.Root, name string) (map[string]uint64, error) {
+	b, err := dir.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]uint64)
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			m[k] = n
+		}
+	}
+	return m, nil
 }
 
 // vmMount mounts one of the VM's devices.

@@ -81,6 +81,10 @@ type ZygoteConfig struct {
 	AllowPtrace bool    `cbor:"ptrace"`
 	NoRootCaps  bool    `cbor:"norootcaps,omitempty"`
 	MountProc   bool    `cbor:"proc"`
+	// KillableByOOM undoes the agent's exemption from the OOM killer,
+	// which the spawner inherits (a micro-VM's agent has one), so that
+	// the OOM killer takes commands.
+	KillableByOOM bool `cbor:"oomable,omitempty"`
 	// Mask, when set, replaces the host's identity for commands (see
 	// HostMask); it needs MountProc.
 	Mask *HostMask `cbor:"mask,omitempty"`
@@ -90,6 +94,11 @@ func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 	// No one may ptrace or read the spawner's memory, even with the same uid.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("make spawner non-dumpable: %w", err)
+	}
+	if cfg.KillableByOOM {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte("0"), 0); err != nil {
+			return nil, fmt.Errorf("make commands killable by the OOM killer: %w", err)
+		}
 	}
 	if cfg.MountProc {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {

@@ -22,6 +22,8 @@ const (
 	CodeNoSpace    Code = "no_space"
 	CodeStart      Code = "start_failed"
 	CodeInternal   Code = "internal"
+	// CodeUnsupported: the agent does not do this here.
+	CodeUnsupported Code = "unsupported"
 )
 
 // Error is an error that crossed the host-agent boundary.

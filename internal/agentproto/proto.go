@@ -51,6 +51,11 @@ const (
 	// the vfsproto protocol, the sandbox's FUSE server asking (the
 	// agent relays its bytes) and the host's provider answering.
 	OpVFS Op = "vfs"
+	// OpUsage asks what the user commands use now, where the agent
+	// measures it (a micro-VM's guest kernel, whose cgroups the host
+	// cannot read): one KEnd reply with Usage, or KErr with
+	// CodeUnsupported where the host measures it.
+	OpUsage Op = "usage"
 )
 
 // SpawnerTasks is how many tasks (threads) the agent's process spawner
@@ -425,6 +430,18 @@ type Msg struct {
 	Err   *Error     `cbor:"e,omitempty"`
 	Info  *FileInfo  `cbor:"i,omitempty"`
 	Files []FileInfo `cbor:"l,omitempty"`
+	Usage *Usage     `cbor:"u,omitempty"`
+}
+
+// Usage is what the user commands use now, and their limit events so
+// far, as the agent reads them from their cgroup.
+type Usage struct {
+	CPUNanos        uint64 `cbor:"cpu"`
+	MemoryBytes     uint64 `cbor:"mem"`
+	MemoryPeakBytes uint64 `cbor:"peak,omitempty"`
+	Pids            uint64 `cbor:"pids"`
+	OOMKills        uint64 `cbor:"oom"`
+	PidsLimitHits   uint64 `cbor:"pidsmax"`
 }
 
 // Exit reports how a command ended.

@@ -74,6 +74,11 @@ type Kernel struct {
 	Current bool `json:"current"`
 }
 
+// EnvCacheDir names the environment variable of the cache directory
+// whose kernels the vm level boots and `airlock kernel` builds, when it
+// is not the image cache's.
+const EnvCacheDir = "AIRLOCK_KERNEL_CACHE"
+
 // ErrNotBuilt is returned by Find when the cache holds no kernel for the
 // current fragment.
 var ErrNotBuilt = errors.New("no guest kernel built")
