@@ -21,6 +21,8 @@ import (
 
 type runFlags struct {
 	isolation   string
+	kernel      string
+	requireKVM  bool
 	memory      string
 	cpus        float64
 	timeout     time.Duration
@@ -101,6 +103,8 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 	// The flags with defaults default to the built-in configuration.
 	base := a.base
 	fl.StringVar(&f.isolation, "isolation", string(cmp.Or(base.Isolation, airlock.IsolationProcess)), "isolation level: process, gvisor or vm")
+	fl.StringVar(&f.kernel, "kernel", base.Kernel, "with --isolation vm: the guest kernel to boot (an uncompressed vmlinux; default the one `airlock kernel build` made)")
+	fl.BoolVar(&f.requireKVM, "require-kvm", base.RequireKVM, "with --isolation vm: refuse to start without hardware virtualisation instead of emulating the guest's CPU")
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
 	durationVar(fl, &f.timeout, "timeout", time.Duration(base.Resources.TimeoutSeconds)*time.Second, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
@@ -132,6 +136,8 @@ writes with "No space left on device", never with an out-of-memory kill.`,
 func (f *runFlags) config() (airlock.Config, error) {
 	c := airlock.Config{
 		Isolation:   airlock.Isolation(f.isolation),
+		Kernel:      f.kernel,
+		RequireKVM:  f.requireKVM,
 		RootFS:      f.rootfs,
 		Image:       f.image,
 		Hostname:    f.hostname,

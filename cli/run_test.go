@@ -131,8 +131,8 @@ func TestRunFlags(t *testing.T) {
 	if r := runCLI(t, nil, "run", "--memory", "banana", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "--memory") {
 		t.Errorf("bad --memory: exit %d stderr %q, want 125 naming the flag", r.code, r.stderr)
 	}
-	if r := runCLI(t, nil, "run", "--isolation", "vm", "--", "true"); r.code != 125 {
-		t.Errorf("--isolation vm: exit %d stderr %q, want 125", r.code, r.stderr)
+	if r := runCLI(t, nil, "run", "--isolation", "banana", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "banana") {
+		t.Errorf("--isolation banana: exit %d stderr %q, want 125 naming it", r.code, r.stderr)
 	}
 }
 

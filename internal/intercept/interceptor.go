@@ -22,8 +22,12 @@ import (
 const (
 	// DefaultMaxBody is Config.MaxBody's default.
 	DefaultMaxBody = 64 << 20
-	// handshakeTimeout bounds the sandbox's TLS handshake.
-	handshakeTimeout = 10 * time.Second
+	// handshakeTimeout bounds the sandbox's TLS handshake. It is as
+	// long as the header's bound: a micro-VM whose CPU is emulated
+	// takes seconds over a handshake when several clients start at
+	// once, and what a slow handshake holds is bounded by the
+	// sandbox's connection limit anyway.
+	handshakeTimeout = 30 * time.Second
 	// readHeaderTimeout bounds the reading of one request's header.
 	readHeaderTimeout = 30 * time.Second
 	// idleTimeout closes a sandbox connection with no request for this

@@ -19,6 +19,9 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
+	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/idalloc"
 	"github.com/airlock-sandbox/airlock/internal/initramfs"
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
@@ -57,6 +60,9 @@ type Sandbox struct {
 	dir   string
 	notes []string
 	once  sync.Once
+	// ids is the host uid QEMU runs as, under root; group its cgroup.
+	ids   *idalloc.Lease
+	group *cgroup.Group
 }
 
 // Start boots a VM whose agent gets boot.
@@ -72,7 +78,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if kernel == "" {
 		k, err := vmkernel.Find(spec.CacheDir, vmkernel.HostArch(runtime.GOARCH), nil)
 		if err != nil {
-			return nil, fmt.Errorf("%w: the vm level boots airlock's guest kernel, and %v: build it once with `airlock kernel build` (about 6 minutes)", boundary.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: the vm level boots airlock's own guest kernel, and there is %v (about 6 minutes, once; $AIRLOCK_KERNEL_CACHE names another cache, Config.Kernel a kernel file)", boundary.ErrUnavailable, err)
 		}
 		kernel = k.Path
 	}
@@ -92,9 +98,10 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, fmt.Errorf("make the VM's private directory: %w", err)
 	}
+	s := &Sandbox{dir: dir, notes: notes}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
+			s.Close()
 		}
 	}()
 	cfg := Config{QEMU: qemu, Kernel: kernel, KVM: kvm, Dir: dir, Network: spec.Link != nil}
@@ -152,6 +159,11 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		}
 	}
 	boot.Mode, boot.VM, boot.Root.Stage = "vm", v, ""
+	jail, err := s.jail(ctx, spec.ID, dir, cfg.Shares)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Jail = jail
 	cfg.Initrd = filepath.Join(dir, "initrd.cpio")
 	if err := rd.write(cfg.Initrd, agent); err != nil {
 		return nil, err
@@ -166,7 +178,11 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{m: m, dir: dir, notes: notes}
+	s.m = m
+	if err := s.limitQEMU(ctx, spec.ID, cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
 	c, err := m.AcceptAgent(ctx)
 	if err != nil {
 		s.Close()
@@ -174,6 +190,76 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	}
 	s.conn = c
 	return s, nil
+}
+
+// qemuOverheadMB is what QEMU itself may use beyond the guest's memory:
+// its heap and the translation cache of TCG (tcgCacheMB).
+const qemuOverheadMB = 256 + tcgCacheMB
+
+// qemuPids bounds QEMU's threads (vCPUs, I/O, RCU, the 9p workers).
+const qemuPids = 256
+
+// jail decides how QEMU is confined: always in namespaces of its own and
+// chrooted into an empty directory; under root, as a host uid of its
+// own too, unless a writable share needs root's access to the host's
+// files (a read-write direct mount), which the notes then say.
+func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jail, error) {
+	j := Jail{Namespaces: true, Chroot: filepath.Join(dir, "jail"), UID: -1, GID: -1}
+	if err := os.Mkdir(j.Chroot, 0o755); err != nil {
+		return Jail{}, fmt.Errorf("make QEMU's empty root: %w", err)
+	}
+	if os.Getuid() != 0 {
+		return j, nil
+	}
+	for _, sh := range shares {
+		if !sh.Readonly {
+			s.notes = append(s.notes, "vm: QEMU keeps root's uid (in its own namespaces, chrooted, under its seccomp filter) because a writable direct mount needs root's access to "+sh.Path)
+			return j, nil
+		}
+	}
+	reg, err := idalloc.Open(process.HostIDsDir, process.SandboxUIDBase, process.SandboxUIDRange)
+	if err != nil {
+		return Jail{}, fmt.Errorf("reserve QEMU's host uid: %w", err)
+	}
+	owner, err := idalloc.Self(id)
+	if err != nil {
+		return Jail{}, fmt.Errorf("reserve QEMU's host uid: %w", err)
+	}
+	if s.ids, err = reg.Allocate(ctx, owner, 1); err != nil {
+		return Jail{}, fmt.Errorf("reserve QEMU's host uid: %w", err)
+	}
+	j.UID, j.GID = int(s.ids.First), int(s.ids.First)
+	return j, nil
+}
+
+// limitQEMU puts QEMU in a cgroup of its own, bounded to the guest's
+// memory, QEMU's own overhead and a number of threads, when cgroups can
+// be used here; otherwise the notes say so.
+func (s *Sandbox) limitQEMU(ctx context.Context, id string, c Config) error {
+	g, err := cgroup.New(ctx, id, cgroup.Limits{MemoryBytes: int64(c.MemoryMB+qemuOverheadMB) << 20, Pids: qemuPids})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		s.notes = append(s.notes, "vm: QEMU's memory is bounded by the guest's size only, not by a cgroup: "+err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("make QEMU's cgroup: %w", err)
+	}
+	s.group = g
+	fs, err := g.UserProcsFiles()
+	if err != nil {
+		return fmt.Errorf("place QEMU in its cgroup: %w", err)
+	}
+	defer func() {
+		for _, f := range fs {
+			f.Close()
+		}
+	}()
+	for _, f := range fs {
+		if _, err := f.WriteString(strconv.Itoa(s.m.PID())); err != nil {
+			return fmt.Errorf("place QEMU in its cgroup: %w", err)
+		}
+	}
+	return nil
 }
 
 // memoryMB is the VM's memory for commands limited to limit bytes: the
@@ -335,15 +421,27 @@ func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.Usage{}, err
 // PidsCurrent is counted inside the guest, by its agent.
 func (s *Sandbox) PidsCurrent() (int64, error) { return 0, errors.ErrUnsupported }
 
-// Close stops QEMU and removes the VM's private directory.
+// Close stops QEMU and removes what the VM had on the host: its private
+// directory, its cgroup, its uid.
 func (s *Sandbox) Close() error {
 	var err error
 	s.once.Do(func() {
 		if s.conn != nil {
 			s.conn.Close()
 		}
-		err = errors.Join(s.m.Close(), os.RemoveAll(s.dir))
-		if os.Getenv("AIRLOCK_VM_DEBUG") != "" {
+		var errs []error
+		if s.m != nil {
+			errs = append(errs, s.m.Close())
+		}
+		if s.group != nil {
+			errs = append(errs, s.group.Delete())
+		}
+		if s.ids != nil {
+			errs = append(errs, s.ids.Release())
+		}
+		errs = append(errs, os.RemoveAll(s.dir))
+		err = errors.Join(errs...)
+		if s.m != nil && os.Getenv("AIRLOCK_VM_DEBUG") != "" {
 			fmt.Fprintf(os.Stderr, "VM console:\n%s\n", s.m.Console())
 		}
 	})

@@ -28,6 +28,9 @@ import (
 // AgentPort is the name of the virtio-serial port the agent speaks on.
 const AgentPort = agentproto.VMPort
 
+// tcgCacheMB is the size of TCG's translation cache, in MiB.
+const tcgCacheMB = 128
+
 // consoleTail bounds what is kept of the guest's console, for a crash
 // report.
 const consoleTail = 64 << 10
@@ -53,6 +56,27 @@ type Config struct {
 	// virtio-9p.
 	Disks  []Disk
 	Shares []Share
+	// Jail confines QEMU; its zero value leaves QEMU as this process
+	// starts it (with its own seccomp filter).
+	Jail Jail
+}
+
+// Jail is how QEMU is confined, as Firecracker's jailer confines its
+// VMM: QEMU opens everything it needs (kernel, disks, shares, sockets)
+// at its start, then chroots into an empty directory and becomes an
+// unprivileged uid before the guest runs; it lives in namespaces of its
+// own (no network, no other process, no IPC, no mounts of the host's to
+// change), so that an escape from the guest into QEMU lands in a second
+// sandbox.
+type Jail struct {
+	// Namespaces starts QEMU in new network, PID, IPC, UTS and mount
+	// namespaces (and a user namespace, unless this process is root).
+	Namespaces bool
+	// Chroot is an empty directory QEMU chroots into once started.
+	Chroot string
+	// UID and GID are the ids QEMU switches to once started; negative:
+	// it keeps this process's.
+	UID, GID int
 }
 
 // Disk is a raw disk image the guest sees as a virtio-blk device whose
@@ -91,9 +115,19 @@ type Machine struct {
 // Args is QEMU's command line for c, with the frames' socket at fd 3 of
 // QEMU and the sockets in c.Dir.
 func Args(c Config) []string {
-	accel, cpu := "tcg", "max"
+	// TCG's translation cache is bounded: QEMU's default (a GiB) would
+	// be host memory no limit of the guest's accounts for.
+	accel, cpu := "tcg,tb-size="+strconv.Itoa(tcgCacheMB), "max"
 	if c.KVM {
 		accel, cpu = "kvm", "host"
+	}
+	runas := c.Jail.UID >= 0 && c.Jail.GID >= 0 && (c.Jail.UID != 0 || c.Jail.GID != 0)
+	// QEMU changes its ids itself once started, which its filter must
+	// then allow: as that uid it holds no capability, and in its empty
+	// root with no process to spawn there is nothing to regain any.
+	elevate := "deny"
+	if runas {
+		elevate = "allow"
 	}
 	args := []string{
 		"-M", "microvm,acpi=off", "-accel", accel, "-cpu", cpu,
@@ -101,7 +135,7 @@ func Args(c Config) []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// QEMU's own seccomp filter: no new privileges, no processes, no
 		// obsolete system calls, no scheduler or resource changes.
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=deny,resourcecontrol=deny",
 		"-serial", "stdio",
 		"-kernel", c.Kernel, "-append", c.CommandLine,
 		"-qmp", "unix:" + filepath.Join(c.Dir, "qmp.sock") + ",server=on,wait=off",
@@ -127,6 +161,12 @@ func Args(c Config) []string {
 	}
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
+	}
+	if c.Jail.Chroot != "" {
+		args = append(args, "-chroot", c.Jail.Chroot)
+	}
+	if runas {
+		args = append(args, "-runas", strconv.Itoa(c.Jail.UID)+":"+strconv.Itoa(c.Jail.GID))
 	}
 	if c.Network {
 		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str=3", "-device", "virtio-net-device,netdev=net0")
@@ -157,6 +197,17 @@ func Start(ctx context.Context, c Config) (_ *Machine, err error) {
 	cmd.Stdout, cmd.Stderr = m.console, m.console
 	// It dies with this process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if c.Jail.Namespaces {
+		a := cmd.SysProcAttr
+		a.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNS
+		if uid, gid := os.Getuid(), os.Getgid(); uid != 0 {
+			// Unprivileged: a user namespace of its own, where QEMU is
+			// this user and holds no capability over the host.
+			a.Cloneflags |= syscall.CLONE_NEWUSER
+			a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+			a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		}
+	}
 	if c.Network {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -222,7 +273,26 @@ func (m *Machine) Err() error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("the VM ended (%v); its console's last lines:\n%s", m.waitErr, m.console.Last(40))
+	return fmt.Errorf("%s; its console's last lines:\n%s", m.end(), m.console.Last(40))
+}
+
+// end says how QEMU ended: killed by a signal, or its guest ended (an
+// exit, which a guest's restart, panic included, becomes under
+// -no-reboot).
+func (m *Machine) end() string {
+	if ps := m.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Signaled():
+				return fmt.Sprintf("the VM's monitor (QEMU) was killed by signal %d (%s)", int(ws.Signal()), unix.SignalName(ws.Signal()))
+			case ws.Exited() && ws.ExitStatus() == 0:
+				return "the VM's guest ended (its agent exited, or its kernel panicked or restarted)"
+			case ws.Exited():
+				return fmt.Sprintf("the VM's monitor (QEMU) exited with status %d", ws.ExitStatus())
+			}
+		}
+	}
+	return fmt.Sprintf("the VM ended: %v", m.waitErr)
 }
 
 // Console is what the guest printed, its last 64 KiB.
