@@ -201,8 +201,9 @@ const qemuPids = 256
 
 // jail decides how QEMU is confined: always in namespaces of its own and
 // chrooted into an empty directory; under root, as a host uid of its
-// own too, unless a writable share needs root's access to the host's
-// files (a read-write direct mount), which the notes then say.
+// own too. A writable share (a read-write direct mount) needs root's
+// access to the host's files and QEMU's /proc: then QEMU keeps both, and
+// the notes say so.
 func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jail, error) {
 	j := Jail{Namespaces: true, Chroot: filepath.Join(dir, "jail"), UID: -1, GID: -1}
 	if err := os.Mkdir(j.Chroot, 0o755); err != nil {
@@ -213,7 +214,10 @@ func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jai
 	}
 	for _, sh := range shares {
 		if !sh.Readonly {
-			s.notes = append(s.notes, "vm: QEMU keeps root's uid (in its own namespaces, chrooted, under its seccomp filter) because a writable direct mount needs root's access to "+sh.Path)
+			// QEMU's 9p sets a new file's mode through /proc/self/fd,
+			// which an empty root lacks.
+			j.Chroot = ""
+			s.notes = append(s.notes, "vm: QEMU keeps root's uid and the host's root (in its own namespaces, under its seccomp filter) because a writable direct mount needs root's access to "+sh.Path)
 			return j, nil
 		}
 	}

@@ -1,0 +1,233 @@
+//go:build linux
+
+// Command airlock-bench-vm measures the vm isolation level next to the
+// process level, in one run: time to interactive of a new sandbox (its
+// create and its first command), the exec round trip in a running
+// sandbox, and the host memory an idle sandbox holds. It names the
+// accelerator (KVM or TCG) the VMs ran on, prints a Markdown table and
+// writes the numbers as JSON.
+//
+//	sudo go run ./bench/cmd/airlock-bench-vm [-runs 20] [-exec-runs 200] [-idle 5] [-json FILE]
+//
+// The guest kernel must be built (`airlock kernel build`, or
+// AIRLOCK_KERNEL_CACHE naming a cache that holds it). See
+// bench/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/bench/internal/stats"
+	"github.com/airlock-sandbox/airlock/internal/boundary/vm"
+)
+
+// series is one measurement: samples in milliseconds (or MiB).
+type series struct {
+	Level   string    `json:"level"`
+	What    string    `json:"what"`
+	Unit    string    `json:"unit"`
+	Samples []float64 `json:"samples"`
+	P50     float64   `json:"p50"`
+	P95     float64   `json:"p95"`
+}
+
+type result struct {
+	Accelerator string    `json:"accelerator"`
+	When        time.Time `json:"when"`
+	Series      []*series `json:"series"`
+}
+
+func main() {
+	var (
+		runs     = flag.Int("runs", 20, "sandboxes created per level for time to interactive")
+		execRuns = flag.Int("exec-runs", 200, "commands for the exec round trip, per level")
+		idle     = flag.Int("idle", 5, "sandboxes kept idle per level for the memory measurement")
+		jsonPath = flag.String("json", filepath.Join("bench", "results", "vm-latest.json"), "write the numbers as JSON to `FILE` (\"-\" for none)")
+		timeout  = flag.Duration("timeout", 20*time.Minute, "give up after this long")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	r := &result{Accelerator: "TCG (emulated CPU)", When: time.Now()}
+	if vm.HardwareVirtualization() {
+		r.Accelerator = "KVM"
+	}
+	for _, lv := range []airlock.Isolation{airlock.IsolationProcess, airlock.IsolationVM} {
+		for _, m := range []func(context.Context, airlock.Isolation) (*series, error){
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return tti(ctx, lv, *runs) },
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return execRT(ctx, lv, *execRuns) },
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return idleMemory(ctx, lv, *idle) },
+		} {
+			s, err := m(ctx, lv)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "airlock-bench-vm: %s: %v\n", lv, err)
+				os.Exit(1)
+			}
+			s.P50, s.P95 = stats.Percentile(s.Samples, 50), stats.Percentile(s.Samples, 95)
+			r.Series = append(r.Series, s)
+			fmt.Fprintf(os.Stderr, "%s %s: p50 %.2f %s\n", lv, s.What, s.P50, s.Unit)
+		}
+	}
+	printTable(r)
+	if *jsonPath != "-" {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		if err := os.MkdirAll(filepath.Dir(*jsonPath), 0o755); err == nil {
+			err = os.WriteFile(*jsonPath, append(b, '\n'), 0o644)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "airlock-bench-vm: %v\n", err)
+			}
+		}
+	}
+}
+
+// tti times a new sandbox of level lv until its first command ended,
+// closing each before the next.
+func tti(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
+	s := &series{Level: string(lv), What: "time to interactive (create + `true`)", Unit: "ms"}
+	for range n {
+		start := time.Now()
+		sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+		if err != nil {
+			return nil, err
+		}
+		_, err = sb.Run(ctx, airlock.Command{Argv: []string{"true"}})
+		d := time.Since(start)
+		sb.Close()
+		if err != nil {
+			return nil, err
+		}
+		s.Samples = append(s.Samples, ms(d))
+	}
+	return s, nil
+}
+
+// execRT times `true` in one running sandbox, after a few untimed runs.
+func execRT(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
+	s := &series{Level: string(lv), What: "exec round trip (`true`)", Unit: "ms"}
+	sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	for i := range n + 10 {
+		start := time.Now()
+		if _, err := sb.Run(ctx, airlock.Command{Argv: []string{"true"}}); err != nil {
+			return nil, err
+		}
+		if i >= 10 {
+			s.Samples = append(s.Samples, ms(time.Since(start)))
+		}
+	}
+	return s, nil
+}
+
+// idleMemory starts n sandboxes, lets them idle, and reads the
+// proportional set size (PSS) of each one's host process tree: its agent
+// (process) or QEMU (vm), with what they share divided among them.
+func idleMemory(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
+	s := &series{Level: string(lv), What: "host memory per idle sandbox (PSS)", Unit: "MiB"}
+	var sbs []*airlock.Sandbox
+	defer func() {
+		for _, sb := range sbs {
+			sb.Close()
+		}
+	}()
+	for range n {
+		sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+		if err != nil {
+			return nil, err
+		}
+		sbs = append(sbs, sb)
+		if _, err := sb.Run(ctx, airlock.Command{Argv: []string{"true"}}); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, sb := range sbs {
+		kib, err := treePSS(sb.PID())
+		if err != nil {
+			return nil, err
+		}
+		s.Samples = append(s.Samples, float64(kib)/1024)
+	}
+	return s, nil
+}
+
+// treePSS sums the PSS, in KiB, of pid and its descendants.
+func treePSS(pid int) (int64, error) {
+	children := map[int][]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The parent is the second field after the command's ")".
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b)[i+1:])
+		if len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], p)
+			}
+		}
+	}
+	var sum int64
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = append(queue[1:], children[p]...)
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/smaps_rollup")
+		if err != nil {
+			if p == pid {
+				return 0, fmt.Errorf("read the memory of pid %d: %w", p, err)
+			}
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				if err != nil {
+					return 0, errors.New("unreadable smaps_rollup")
+				}
+				sum += n
+			}
+		}
+	}
+	return sum, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func printTable(r *result) {
+	fmt.Printf("vm level on %s, next to the process level, in one run (%s)\n\n", r.Accelerator, r.When.Format(time.RFC3339))
+	fmt.Println("| level | measurement | p50 | p95 | runs |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, s := range r.Series {
+		fmt.Printf("| %s | %s | %.2f %s | %.2f %s | %d |\n", s.Level, s.What, s.P50, s.Unit, s.P95, s.Unit, len(s.Samples))
+	}
+}

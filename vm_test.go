@@ -1,0 +1,125 @@
+package airlock_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// vmOnly skips unless the vm level works here.
+func vmOnly(t *testing.T) {
+	t.Helper()
+	sb, err := airlock.Create(testCtx(t, time.Minute), airlock.Config{Isolation: airlock.IsolationVM})
+	if errors.Is(err, airlock.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("create a vm sandbox: %v", err)
+	}
+	sb.Close()
+}
+
+// TestVMOwnKernel: the code of a vm sandbox runs on a kernel of its own,
+// not the host's, and sees the guest's devices only.
+func TestVMOwnKernel(t *testing.T) {
+	vmOnly(t)
+	ctx := testCtx(t, 2*time.Minute)
+	sb := newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM})
+	var host unix.Utsname
+	if err := unix.Uname(&host); err != nil {
+		t.Fatal(err)
+	}
+	hostRelease := unix.ByteSliceToString(host.Release[:])
+	got := strings.TrimSpace(mustRun(t, ctx, sb, "uname -r"))
+	if got == "" || got == hostRelease {
+		t.Errorf("uname -r inside is %q, the host's is %q: want a kernel of its own", got, hostRelease)
+	}
+	if v := mustRun(t, ctx, sb, "cat /proc/version"); !strings.Contains(v, got) {
+		t.Errorf("/proc/version %q does not name the guest's release %q", v, got)
+	}
+}
+
+// TestVMLimits: the memory limit holds inside the VM and its breach is
+// reported as an OOM kill; the pids limit holds; stats reads the guest's
+// counters.
+func TestVMLimits(t *testing.T) {
+	vmOnly(t)
+	ctx := testCtx(t, 3*time.Minute)
+	sb := newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM, Resources: airlock.Resources{MemoryMB: 96}, PidsLimit: 64})
+	res, err := sb.Run(ctx, airlock.Command{Argv: []string{"python3", "-c", "x = bytearray(200 << 20); print(len(x))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.KilledBy != airlock.KilledByOOM || !slices.Contains(res.LimitsHit, "memory") {
+		t.Errorf("a command over the memory limit: exit %d, killed by %q, limits hit %v; want an OOM kill", res.ExitCode, res.KilledBy, res.LimitsHit)
+	}
+	var u airlock.Usage
+	res = run(t, ctx, sb, "for i in $(seq 200); do sleep 5 & done 2>/dev/null; wait")
+	if !slices.Contains(res.LimitsHit, "pids") {
+		t.Errorf("200 processes under a pids limit of 64: limits hit %v, want pids", res.LimitsHit)
+	}
+	u, err = sb.Usage()
+	if err != nil {
+		t.Fatalf("usage of a vm sandbox: %v", err)
+	}
+	if u.OOMKills == 0 || u.PidsLimitHits == 0 || u.MemoryBytes == 0 || u.CPUNanos == 0 {
+		t.Errorf("usage %+v: want the OOM kill, the refused forks, memory and CPU counted", u)
+	}
+}
+
+// TestVMDirectMounts: host directories reach the VM over 9p, read-only
+// or writable, and a read-only one refuses writes.
+func TestVMDirectMounts(t *testing.T) {
+	vmOnly(t)
+	ctx := testCtx(t, 2*time.Minute)
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb := newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM, VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{
+		"/data": {HostPath: ro, Readonly: true},
+		"/out":  {HostPath: rw},
+	}}})
+	if got := mustRun(t, ctx, sb, "cat /data/in.txt"); got != "from the host\n" {
+		t.Errorf("read-only mount reads %q", got)
+	}
+	if res := run(t, ctx, sb, "echo x > /data/new"); res.ExitCode == 0 {
+		t.Error("a write to a read-only direct mount succeeded")
+	}
+	mustRun(t, ctx, sb, "echo result > /out/r.txt")
+	if b, err := os.ReadFile(filepath.Join(rw, "r.txt")); err != nil || string(b) != "result\n" {
+		t.Errorf("the writable mount's file on the host: %q, %v", b, err)
+	}
+}
+
+// TestVMTwoAtOnce: two VMs run side by side, each with its own kernel
+// and files.
+func TestVMTwoAtOnce(t *testing.T) {
+	vmOnly(t)
+	ctx := testCtx(t, 2*time.Minute)
+	var sbs [2]*airlock.Sandbox
+	var wg sync.WaitGroup
+	for i := range sbs {
+		wg.Go(func() { sbs[i] = newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM}) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	mustRun(t, ctx, sbs[0], "echo one > /tmp/mine")
+	if res := run(t, ctx, sbs[1], "cat /tmp/mine"); res.ExitCode == 0 {
+		t.Errorf("the second VM reads the first one's file: %q", res.Stdout)
+	}
+	if sbs[0].PID() == sbs[1].PID() {
+		t.Error("two VMs share one QEMU")
+	}
+}
