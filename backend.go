@@ -45,7 +45,7 @@ func boundarySpec(id string, c *Config, st storage) (boundary.Spec, error) {
 	if c.image != nil {
 		spec.RootImage = c.image.erofs
 	}
-	if c.Isolation == IsolationVM && c.Kernel == "" {
+	if c.Isolation == IsolationVM {
 		// Kernels live beside the images, unless their own cache is
 		// named.
 		spec.CacheDir = os.Getenv(vmkernel.EnvCacheDir)

@@ -1,10 +1,14 @@
 package airlock_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
 // vmOnly skips unless the vm level works here.
@@ -121,5 +127,73 @@ func TestVMTwoAtOnce(t *testing.T) {
 	}
 	if sbs[0].PID() == sbs[1].PID() {
 		t.Error("two VMs share one QEMU")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestVMRestore: a VM whose root is an image is restored from a
+// snapshot saved once, instead of booting, and each restore is a
+// sandbox of its own: its id and hostname, the host's clock, random
+// numbers no other restore has.
+func TestVMRestore(t *testing.T) {
+	vmOnly(t)
+	k, err := vmkernel.Find(os.Getenv(vmkernel.EnvCacheDir), vmkernel.HostArch(runtime.GOARCH), nil)
+	if err != nil {
+		t.Skipf("no guest kernel to boot: %v", err)
+	}
+	// Snapshots are kept beside the kernels: this test's, in a cache of
+	// its own.
+	t.Setenv(vmkernel.EnvCacheDir, t.TempDir())
+	images := t.TempDir()
+	putImage(t, images, "restore.test/busybox:1", store.Config{Env: []string{"PATH=/bin"}}, func(root string) {
+		for _, a := range []string{"head", "od", "date", "uname"} {
+			os.Symlink("busybox", filepath.Join(root, "bin", a))
+		}
+	})
+	var logs lockedBuffer
+	cfg := airlock.Config{
+		Isolation: airlock.IsolationVM, Kernel: k.Path, Image: "restore.test/busybox:1", ImageCacheDir: images,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	ctx := testCtx(t, 3*time.Minute)
+	seen := map[string]bool{}
+	for i := range 3 {
+		sb := newSandbox(t, cfg)
+		out := mustRun(t, ctx, sb, "hostname; head -c 16 /dev/urandom | od -An -tx1; date +%s")
+		f := strings.Split(strings.TrimSpace(out), "\n")
+		if len(f) != 3 {
+			t.Fatalf("restore %d: %q", i, out)
+		}
+		if f[0] != sb.ID() {
+			t.Errorf("restore %d: hostname %q, want its id %s", i, f[0], sb.ID())
+		}
+		if seen[f[1]] {
+			t.Errorf("restore %d: random bytes %s that another restore had", i, f[1])
+		}
+		seen[f[1]] = true
+		if secs, err := strconv.ParseInt(f[2], 10, 64); err != nil || time.Since(time.Unix(secs, 0)).Abs() > time.Minute {
+			t.Errorf("restore %d: the guest's clock says %q, the host's %d", i, f[2], time.Now().Unix())
+		}
+		sb.Close()
+	}
+	if n := strings.Count(logs.String(), "restored=true"); n < 2 {
+		t.Errorf("%d of 3 sandboxes restored from a snapshot, want the 2 after the first at least; log:\n%s", n, logs.String())
 	}
 }

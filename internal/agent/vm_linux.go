@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -117,6 +119,9 @@ func prepareVM(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepa
 		return Prepared{}, fmt.Errorf("agent mode %q is not that of a micro-VM's agent", b.Mode)
 	}
 	v := b.VM
+	if err := reseed(v.Seed); err != nil {
+		return Prepared{}, fmt.Errorf("reseed the guest's random numbers: %w", err)
+	}
 	if v.Time > 0 {
 		tv := unix.NsecToTimeval(v.Time)
 		if err := unix.Settimeofday(&tv); err != nil {
@@ -337,4 +342,40 @@ func vmCgroup(memory, pids int64) (int, error) {
 		return -1, fmt.Errorf("open the commands' cgroup: %w", err)
 	}
 	return fd, nil
+}
+
+// Ioctls of /dev/urandom (linux/random.h).
+const (
+	rndAddEntropy = 0x40085203 // RNDADDENTROPY: _IOW('R', 0x03, int[2])
+	rndReseedCRNG = 0x5207     // RNDRESEEDCRNG: _IO('R', 0x07)
+	maxSeedLen    = 512
+)
+
+// reseed credits seed to the kernel's random pool and makes its CRNG
+// draw from it at once.
+func reseed(seed []byte) error {
+	if len(seed) == 0 {
+		return nil
+	}
+	if len(seed) > maxSeedLen {
+		return fmt.Errorf("a seed of %d bytes is more than %d", len(seed), maxSeedLen)
+	}
+	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// struct rand_pool_info: the entropy credited in bits, the size of
+	// the buffer in bytes, then the buffer.
+	info := make([]byte, 8+len(seed))
+	binary.NativeEndian.PutUint32(info[0:], uint32(len(seed)*8))
+	binary.NativeEndian.PutUint32(info[4:], uint32(len(seed)))
+	copy(info[8:], seed)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndAddEntropy, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
+		return fmt.Errorf("RNDADDENTROPY: %w", e)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndReseedCRNG, 0); e != 0 {
+		return fmt.Errorf("RNDRESEEDCRNG: %w", e)
+	}
+	return nil
 }

@@ -159,8 +159,14 @@ type VMSpec struct {
 	MemoryBytes int64 `cbor:"mem,omitempty"`
 	Pids        int64 `cbor:"pids,omitempty"`
 	// Time is the host's clock at boot, in Unix nanoseconds: the guest
-	// has no battery-backed clock of its own.
+	// has no battery-backed clock of its own (and a restored one has
+	// the clock of its snapshot).
 	Time int64 `cbor:"time"`
+	// Seed is random bytes from the host that the agent adds to the
+	// guest kernel's random pool before anything else, and reseeds
+	// from: a guest restored from a snapshot starts with the random
+	// state every other restore of it has.
+	Seed []byte `cbor:"seed,omitempty"`
 }
 
 // VMMount is one file system the micro-VM's agent mounts.

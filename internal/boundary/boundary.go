@@ -85,6 +85,9 @@ type Spec struct {
 	// RequireKVM refuses a micro-VM without hardware virtualisation
 	// instead of emulating its CPU.
 	RequireKVM bool
+	// NoSnapshot boots a micro-VM even when a snapshot could be
+	// restored instead.
+	NoSnapshot bool
 }
 
 // Limits bound the sandbox's user processes; zero values are unlimited.

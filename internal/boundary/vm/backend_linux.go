@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -108,7 +109,12 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	cfg.CPUs = max(1, int(math.Ceil(spec.Limits.CPUs)))
 	cfg.MemoryMB = memoryMB(spec.Limits.MemoryBytes)
 	rd := initrd{}
-	v := &agentproto.VMSpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, Time: time.Now().UnixNano()}
+	v := &agentproto.VMSpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, Time: time.Now().UnixNano(), Seed: make([]byte, 64)}
+	// A restored guest's random state is the snapshot's, shared with
+	// every other restore: it is reseeded from the host's.
+	if _, err := rand.Read(v.Seed); err != nil {
+		return nil, err
+	}
 	switch {
 	case spec.RootImage != "":
 		cfg.Disks = append(cfg.Disks, Disk{Serial: "root", Path: spec.RootImage, Readonly: true})
@@ -163,17 +169,29 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, err
 	}
-	cfg.Jail = jail
-	cfg.Initrd = filepath.Join(dir, "initrd.cpio")
-	if err := rd.write(cfg.Initrd, agent); err != nil {
-		return nil, err
-	}
 	khz, _ := vmkernel.HostTSCkHz()
 	extra := []string{"quiet"}
 	if os.Getenv("AIRLOCK_VM_DEBUG") != "" {
 		extra = []string{"loglevel=7", "AIRLOCK_AGENT_DEBUG=1"}
 	}
 	cfg.CommandLine = vmkernel.CommandLine(khz, append(extra, agentproto.VMEnv)...)
+	restore := false
+	if snapshottable(spec, cfg) {
+		snap, err := snapshot(ctx, spec.CacheDir, cfg, agent, rd)
+		if err != nil {
+			s.notes = append(s.notes, "vm: booted, not restored from a snapshot: "+err.Error())
+		} else if f, err := openSnapshot(snap); err == nil {
+			defer f.Close()
+			cfg.Incoming, cfg.Initrd, restore = f, filepath.Join(snap, snapInitrd), true
+		}
+	}
+	cfg.Jail = jail
+	if !restore {
+		cfg.Initrd = filepath.Join(dir, "initrd.cpio")
+		if err := rd.write(cfg.Initrd, agent); err != nil {
+			return nil, err
+		}
+	}
 	m, err := Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -183,6 +201,15 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		s.Close()
 		return nil, err
 	}
+	if restore {
+		if err := m.Resume(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if spec.Log != nil {
+		spec.Log.Debug("vm started", "restored", restore, "kvm", kvm, "memory_mb", cfg.MemoryMB, "cpus", cfg.CPUs)
+	}
 	c, err := m.AcceptAgent(ctx)
 	if err != nil {
 		s.Close()
@@ -190,6 +217,13 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	}
 	s.conn = c
 	return s, nil
+}
+
+// snapshottable reports whether the machine of c can be restored from a
+// snapshot: QEMU cannot save one with a 9p share, and the snapshot needs
+// a cache to live in.
+func snapshottable(spec boundary.Spec, c Config) bool {
+	return len(c.Shares) == 0 && spec.CacheDir != "" && !spec.NoSnapshot && os.Getenv("AIRLOCK_VM_DEBUG") == ""
 }
 
 // qemuOverheadMB is what QEMU itself may use beyond the guest's memory:

@@ -25,8 +25,12 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/qmp"
 )
 
-// AgentPort is the name of the virtio-serial port the agent speaks on.
-const AgentPort = agentproto.VMPort
+// AgentPort is the name of the virtio-serial port the agent speaks on;
+// agentPortID is its device's id, which QEMU's events name.
+const (
+	AgentPort   = agentproto.VMPort
+	agentPortID = "agentport"
+)
 
 // tcgCacheMB is the size of TCG's translation cache, in MiB.
 const tcgCacheMB = 128
@@ -59,6 +63,14 @@ type Config struct {
 	// Jail confines QEMU; its zero value leaves QEMU as this process
 	// starts it (with its own seccomp filter).
 	Jail Jail
+	// Incoming, when set, is a saved machine (see Snapshot) that QEMU
+	// restores instead of booting; the machine then stays paused until
+	// Resume.
+	Incoming *os.File
+	// MayRun lets QEMU start processes: only for a machine that no
+	// guest code has run in, whose state is saved to a file by a
+	// program QEMU runs (see Save).
+	MayRun bool
 }
 
 // Jail is how QEMU is confined, as Firecracker's jailer confines its
@@ -113,7 +125,7 @@ type Machine struct {
 }
 
 // Args is QEMU's command line for c, with the frames' socket at fd 3 of
-// QEMU and the sockets in c.Dir.
+// QEMU, then the incoming machine's file, and the sockets in c.Dir.
 func Args(c Config) []string {
 	// TCG's translation cache is bounded: QEMU's default (a GiB) would
 	// be host memory no limit of the guest's accounts for.
@@ -129,19 +141,23 @@ func Args(c Config) []string {
 	if runas {
 		elevate = "allow"
 	}
+	spawn := "deny"
+	if c.MayRun {
+		spawn = "allow"
+	}
 	args := []string{
 		"-M", "microvm,acpi=off", "-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(max(c.CPUs, 1)), "-m", strconv.Itoa(max(c.MemoryMB, 64)) + "M",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// QEMU's own seccomp filter: no new privileges, no processes, no
 		// obsolete system calls, no scheduler or resource changes.
-		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=" + spawn + ",resourcecontrol=deny",
 		"-serial", "stdio",
 		"-kernel", c.Kernel, "-append", c.CommandLine,
 		"-qmp", "unix:" + filepath.Join(c.Dir, "qmp.sock") + ",server=on,wait=off",
 		"-device", "virtio-serial-device",
 		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, "agent.sock"),
-		"-device", "virtserialport,chardev=agent,name=" + AgentPort,
+		"-device", "virtserialport,id=" + agentPortID + ",chardev=agent,name=" + AgentPort,
 	}
 	for i, d := range c.Disks {
 		id := "disk" + strconv.Itoa(i)
@@ -168,8 +184,13 @@ func Args(c Config) []string {
 	if runas {
 		args = append(args, "-runas", strconv.Itoa(c.Jail.UID)+":"+strconv.Itoa(c.Jail.GID))
 	}
+	fd := 3
 	if c.Network {
-		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str=3", "-device", "virtio-net-device,netdev=net0")
+		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str="+strconv.Itoa(fd), "-device", "virtio-net-device,netdev=net0")
+		fd++
+	}
+	if c.Incoming != nil {
+		args = append(args, "-incoming", "fd:"+strconv.Itoa(fd))
 	}
 	return args
 }
@@ -217,6 +238,9 @@ func Start(ctx context.Context, c Config) (_ *Machine, err error) {
 		guest := os.NewFile(uintptr(fds[1]), "guest-frames")
 		defer guest.Close()
 		cmd.ExtraFiles = []*os.File{guest}
+	}
+	if c.Incoming != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, c.Incoming)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start QEMU (%s): %w", c.QEMU, err)
