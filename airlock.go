@@ -94,8 +94,12 @@ func NewID() string {
 }
 
 // Create starts a sandbox and returns once its agent is ready to run
-// commands.
+// commands. With cfg.Pool set it takes a ready sandbox from that pool
+// instead (Pool.Get), and the rest of cfg is ignored.
 func Create(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if cfg.Pool != nil {
+		return cfg.Pool.Get(ctx)
+	}
 	return CreateWithID(ctx, NewID(), cfg)
 }
 
@@ -103,6 +107,9 @@ func Create(ctx context.Context, cfg Config) (*Sandbox, error) {
 func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
+	}
+	if cfg.Pool != nil {
+		return nil, fmt.Errorf("invalid sandbox config: a sandbox taken from a pool has the id its pool gave it: use Create (or Pool.Get), not CreateWithID")
 	}
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid sandbox id %q: use 1-64 letters, digits, - or _", id)
@@ -207,16 +214,30 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	for _, n := range s.notes {
 		s.log.Warn("degraded confinement", "note", n)
 	}
-	if t := c.Resources.Timeout(); t > 0 {
-		s.mu.Lock()
-		s.lifetime = time.AfterFunc(t, func() {
-			s.stop(fmt.Errorf("%w: it reached its %s lifetime (resources.timeout_seconds)", ErrClosed, t))
-		})
-		s.mu.Unlock()
+	if !c.pooled {
+		s.startLifetime()
 	}
 	go s.watch()
 	s.emit(Event{Type: EventLifecycle, Lifecycle: &LifecycleEvent{State: "started", DurationMs: time.Since(start).Milliseconds()}})
 	return s, nil
+}
+
+// startLifetime starts the timer of the sandbox's lifetime
+// (Resources.TimeoutSeconds), when it has one: when create returns, or,
+// for a pooled sandbox, when its pool hands it out (see Pool.Get).
+func (s *Sandbox) startLifetime() {
+	t := s.cfg.Resources.Timeout()
+	if t <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopCause != nil || s.lifetime != nil {
+		return
+	}
+	s.lifetime = time.AfterFunc(t, func() {
+		s.stop(fmt.Errorf("%w: it reached its %s lifetime (resources.timeout_seconds)", ErrClosed, t))
+	})
 }
 
 // watch stops the sandbox as crashed when its agent dies, or closes its

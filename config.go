@@ -141,8 +141,19 @@ type Config struct {
 	// when it falls behind.
 	OnEvent func(Event) `json:"-"`
 
+	// Pool, when set, makes Create take a ready sandbox from that pool
+	// (see NewPool) instead of starting one: every other field of this
+	// Config is then ignored, and the sandbox is configured as the
+	// pool's Config says (its OnEvent and Logger included). CreateWithID
+	// refuses a Config with a Pool: a pooled sandbox's id is chosen
+	// when the pool starts it.
+	Pool *Pool `json:"-"`
+
 	// image is what Create found of Image, before the sandbox starts.
 	image *resolvedImage
+	// pooled is set on the sandboxes a Pool starts: their lifetime
+	// starts when the pool hands them out.
+	pooled bool
 }
 
 // Defaults.
