@@ -76,6 +76,13 @@ const (
 	// (PortForwardCloseParams): its listener and its connections close.
 	MethodPortForwardClose = "port_forward_close"
 
+	// The pool methods keep sandboxes started ahead of "create", so that
+	// a create that names a pool ("pool": its pool_id) answers at once.
+	// A session's pools end with it, closing the sandboxes still waiting.
+	MethodPoolCreate = "pool.create" // PoolCreateParams; answers PoolCreateResult
+	MethodPoolClose  = "pool.close"  // PoolParams
+	MethodPoolList   = "pool.list"   // no params; answers PoolListResult
+
 	// Notifications sent by the server.
 	NotifyEvent      = "event"
 	NotifyExecOutput = "exec.output"
@@ -241,6 +248,47 @@ type CreateParams struct {
 	// "network" that publishes ports gets a network on which nothing is
 	// allowed ({}): a published port opens no egress.
 	Ports []PortMapping `json:"ports,omitempty"`
+	// Pool takes the sandbox from a pool of this session (a pool_id from
+	// pool.create), ready at once, configured as the pool's params say;
+	// no other field may be given with it.
+	Pool string `json:"pool,omitempty"`
+}
+
+// PoolCreateParams starts a pool: Size sandboxes (1 to 64) of the
+// configuration create would start, kept ready; each one a create takes
+// is replaced in the background. A sandbox's resources.timeout_seconds
+// counts from when create takes it.
+type PoolCreateParams struct {
+	CreateParams
+	Size int `json:"size"`
+}
+
+// PoolCreateResult names the new pool.
+type PoolCreateResult struct {
+	PoolID string `json:"pool_id"`
+}
+
+// PoolParams names a pool.
+type PoolParams struct {
+	PoolID string `json:"pool_id"`
+}
+
+// PoolInfo describes a pool: Ready of its Size sandboxes are ready now;
+// Started and Failed count its starts, Discarded the ready sandboxes that
+// ended before a create took them.
+type PoolInfo struct {
+	PoolID    string `json:"pool_id"`
+	Isolation string `json:"isolation"`
+	Size      int    `json:"size"`
+	Ready     int    `json:"ready"`
+	Started   int    `json:"started"`
+	Failed    int    `json:"failed"`
+	Discarded int    `json:"discarded"`
+}
+
+// PoolListResult lists the session's pools, oldest first.
+type PoolListResult struct {
+	Pools []PoolInfo `json:"pools"`
 }
 
 // CreateResult describes the new sandbox.

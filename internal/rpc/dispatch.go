@@ -40,20 +40,21 @@ func (j *job) endTurn() {
 }
 
 // inOrder says whether a request takes its turn in the session's order:
-// create, and every request on a sandbox that names none (the session's
-// own, as a script piped in names it). Such requests run one after
-// another, in the order they were read, so that `airlock rpc < file`
-// does what the file says: an exec after a write_file sees the file, a
-// request after a create finds its sandbox, and a close waits for the
-// stream before it to end. Requests that name their sandbox (as the
-// SDKs' do) run at once, as do the requests on a running exec (stdin,
-// signal, resize, cancel), info and subscriptions.
+// create, pool.create, pool.close, and every request on a sandbox that
+// names none (the session's own, as a script piped in names it). Such
+// requests run one after another, in the order they were read, so that
+// `airlock rpc < file` does what the file says: an exec after a
+// write_file sees the file, a request after a create finds its sandbox
+// (or pool), and a close waits for the stream before it to end. Requests
+// that name their sandbox (as the SDKs' do) run at once, as do the
+// requests on a running exec (stdin, signal, resize, cancel), info,
+// pool.list and subscriptions.
 func inOrder(req *request) bool {
 	switch req.method {
 	case api.MethodCreate:
 		return true
 	case api.MethodStdin, api.MethodSignal, api.MethodResize, api.MethodCancel, api.MethodInfo,
-		api.MethodSubscribe, api.MethodUnsubscribe:
+		api.MethodSubscribe, api.MethodUnsubscribe, api.MethodPoolList:
 		return false
 	}
 	var p struct {
@@ -95,6 +96,7 @@ func methodNames() []string {
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
 		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove, api.MethodStats,
 		api.MethodPortForward, api.MethodPortForwardClose,
+		api.MethodPoolCreate, api.MethodPoolClose, api.MethodPoolList,
 	}
 }
 
@@ -160,6 +162,14 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).portForward, control: true}, true
 	case api.MethodPortForwardClose:
 		return methodSpec{fn: (*session).portForwardClose, control: true}, true
+	// A pool's start may get an image first; closing and listing pools
+	// are quick.
+	case api.MethodPoolCreate:
+		return methodSpec{fn: (*session).poolCreate}, true
+	case api.MethodPoolClose:
+		return methodSpec{fn: (*session).poolClose, control: true}, true
+	case api.MethodPoolList:
+		return methodSpec{fn: (*session).poolList, control: true}, true
 	}
 	return methodSpec{}, false
 }

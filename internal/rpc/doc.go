@@ -23,11 +23,15 @@
 //     bytes of request lines are handled at once; beyond that the server
 //     stops reading until some finish. A small reserve lets "cancel",
 //     "signal", "resize", "close", "info", "events.*", "policy.*",
-//     "port_forward" and "port_forward_close" through when long-running
-//     execs hold every slot.
+//     "port_forward", "port_forward_close", "pool.close" and "pool.list"
+//     through when long-running execs hold every slot.
 //   - Events are delivered to the session from the start; each sandbox's
 //     queue holds a bounded number and drops the rest, counting them (the
 //     next event's "dropped", and "events_dropped" in "info").
+//   - Pools ("pool.create") belong to the session that made them, and
+//     "create" with "pool" takes from the session's own pools only.
+//     When the session ends its pools are closed, with the sandboxes
+//     still waiting in them, before its sandboxes are.
 //   - When the input ends or the context is cancelled, every request in
 //     flight is cancelled (execs are killed), the session's own sandboxes
 //     are closed, and Serve returns: keep the input open until you have

@@ -27,17 +27,66 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if e := decodeParams(api.MethodCreate, j.req.params, &p); e != nil {
 		return nil, e
 	}
+	var start func(context.Context) (*airlock.Sandbox, error)
+	poolID := p.Pool
+	if poolID != "" {
+		pe, ae := ss.poolFor(p)
+		if ae != nil {
+			return nil, ae
+		}
+		p, start = pe.params, pe.pool.Get
+	} else {
+		cfg, ae := ss.sandboxConfig(p)
+		if ae != nil {
+			return nil, ae
+		}
+		start = func(ctx context.Context) (*airlock.Sandbox, error) { return ss.opts.Create(ctx, cfg) }
+	}
+	j.releaseLine()
+	begin := time.Now()
+	sb, err := start(ctx)
+	if err != nil {
+		if poolID != "" && ctx.Err() == nil && errors.Is(err, airlock.ErrClosed) {
+			return nil, rpcError(api.CodeNotRunning, "pool %s was closed: start another with pool.create", quote(poolID))
+		}
+		return nil, startError(ctx, err)
+	}
+	e := &sandboxEntry{sb: sb, owned: true, created: begin}
+	if ss.opts.OnCreate != nil {
+		e.release = ss.opts.OnCreate(sb, p)
+	}
+	ss.mu.Lock()
+	ending := ss.ending
+	if !ending {
+		ss.sbs.add(e)
+	}
+	ss.mu.Unlock()
+	if ending {
+		_ = e.close()
+		return nil, commonError(ctx, nil, context.Canceled)
+	}
+	ss.log.Info("sandbox created", "sandbox", sb.ID(), "pool", poolID, "ms", time.Since(begin).Milliseconds())
+	// The environment commands get: secrets as placeholders, never
+	// their values.
+	img := sb.Image()
+	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes(), Ports: sb.Ports(),
+		Image: api.Image{Name: img.Name, Key: img.Key, WorkingDir: img.WorkingDir, User: img.User, Entrypoint: img.Entrypoint, Cmd: img.Cmd}}, nil
+}
+
+// sandboxConfig is the sandbox configuration create's params describe,
+// validated.
+func (ss *session) sandboxConfig(p api.CreateParams) (airlock.Config, *api.Error) {
 	network, ae := decodeNetwork(p.Network)
 	if ae != nil {
-		return nil, ae
+		return airlock.Config{}, ae
 	}
 	env := maps.Clone(p.Env)
 	if ae := secretsInEnv(network, env); ae != nil {
-		return nil, ae
+		return airlock.Config{}, ae
 	}
 	vfsCfg, ae := decodeVFS(p.VFS)
 	if ae != nil {
-		return nil, ae
+		return airlock.Config{}, ae
 	}
 	cfg := airlock.Config{
 		Image:          p.Image,
@@ -64,60 +113,41 @@ func (ss *session) create(ctx context.Context, j *job) (any, error) {
 	if ss.opts.Configure != nil {
 		var err error
 		if cfg, err = ss.opts.Configure(cfg); err != nil {
-			return nil, invalidParams("create params: %v", err)
+			return airlock.Config{}, invalidParams("create params: %v", err)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, invalidParams("create params: %v", err)
+		return airlock.Config{}, invalidParams("create params: %v", err)
 	}
-	j.releaseLine()
-	start := time.Now()
-	sb, err := ss.opts.Create(ctx, cfg)
-	if err != nil {
-		if ae := commonError(ctx, nil, err); ae != nil {
-			return nil, ae
-		}
-		if errors.Is(err, airlock.ErrHostPortUnavailable) {
-			return nil, invalidParams("create params: ports: %v", err)
-		}
-		var ce *policy.ConfigError
-		if errors.As(err, &ce) {
-			// Found only once the policy is built: an extra root CA
-			// that cannot be read, a policy script that fails. The
-			// problems alone: the embed API names the policy too.
-			return nil, invalidParams("create params: %v", ce)
-		}
-		// The embed API's errors already say what to do; add advice only
-		// where they do not.
-		msg := err.Error()
-		if !strings.Contains(msg, "airlock doctor") {
-			msg += ": run `airlock doctor` to check this machine"
-		}
-		if errors.Is(err, airlock.ErrUnavailable) {
-			return nil, rpcError(api.CodeUnsupported, "%s", msg)
-		}
-		return nil, rpcError(api.CodeStartFailed, "the sandbox could not be started: %s", msg)
+	return cfg, nil
+}
+
+// startError is the answer to a create, or a pool.create, whose start
+// failed with err.
+func startError(ctx context.Context, err error) *api.Error {
+	if ae := commonError(ctx, nil, err); ae != nil {
+		return ae
 	}
-	e := &sandboxEntry{sb: sb, owned: true, created: start}
-	if ss.opts.OnCreate != nil {
-		e.release = ss.opts.OnCreate(sb, p)
+	if errors.Is(err, airlock.ErrHostPortUnavailable) {
+		return invalidParams("create params: ports: %v", err)
 	}
-	ss.mu.Lock()
-	ending := ss.ending
-	if !ending {
-		ss.sbs.add(e)
+	var ce *policy.ConfigError
+	if errors.As(err, &ce) {
+		// Found only once the policy is built: an extra root CA
+		// that cannot be read, a policy script that fails. The
+		// problems alone: the embed API names the policy too.
+		return invalidParams("create params: %v", ce)
 	}
-	ss.mu.Unlock()
-	if ending {
-		_ = e.close()
-		return nil, commonError(ctx, nil, context.Canceled)
+	// The embed API's errors already say what to do; add advice only
+	// where they do not.
+	msg := err.Error()
+	if !strings.Contains(msg, "airlock doctor") {
+		msg += ": run `airlock doctor` to check this machine"
 	}
-	ss.log.Info("sandbox created", "sandbox", sb.ID(), "ms", time.Since(start).Milliseconds())
-	// The environment commands get: secrets as placeholders, never
-	// their values.
-	img := sb.Image()
-	return api.CreateResult{SandboxID: sb.ID(), Isolation: string(sb.Config().Isolation), Env: sb.Env(), Notes: sb.Notes(), Ports: sb.Ports(),
-		Image: api.Image{Name: img.Name, Key: img.Key, WorkingDir: img.WorkingDir, User: img.User, Entrypoint: img.Entrypoint, Cmd: img.Cmd}}, nil
+	if errors.Is(err, airlock.ErrUnavailable) {
+		return rpcError(api.CodeUnsupported, "%s", msg)
+	}
+	return rpcError(api.CodeStartFailed, "the sandbox could not be started: %s", msg)
 }
 
 // article puts "a" or "an" before a JSON kind ("number", "object").

@@ -104,6 +104,10 @@ type session struct {
 	// lastClosed is set once a "close" closed the last sandbox the
 	// session created, under Options.EndWithLastSandbox.
 	lastClosed atomic.Bool
+	// pools are the session's pools, by id; closedPools remembers the
+	// ids of those closed.
+	pools       map[string]*poolEntry
+	closedPools map[string]bool
 
 	handlers sync.WaitGroup
 }
@@ -124,6 +128,7 @@ func newSession(parent context.Context, opts *Options, w io.Writer, so ServeOpti
 		sbs:       newSandboxes(),
 		ops:       map[string]*opEntry{},
 	}
+	ss.pools, ss.closedPools = map[string]*poolEntry{}, map[string]bool{}
 	ss.out = &lineWriter{w: w, onFail: func(err error) { cancel(err) }}
 	if f, ok := w.(*os.File); ok {
 		ss.outFile = f
@@ -437,11 +442,15 @@ func (ss *session) shutdown() {
 			owned = append(owned, e)
 		}
 	}
+	pools := ss.pools
+	ss.pools = map[string]*poolEntry{}
 	ss.mu.Unlock()
 	ss.cancel(errSessionEnded)
 	if ss.unsub != nil {
 		ss.unsub()
 	}
+	// The pools first: no create takes a sandbox from them any more.
+	ss.closePools(pools)
 	ss.closeAll(owned)
 	if !waitTimeout(&ss.handlers, drainTimeout) {
 		ss.log.Warn("requests still running after the session ended: the client may not be reading responses")
