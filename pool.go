@@ -223,12 +223,17 @@ func (p *Pool) Close() error {
 	p.broadcast()
 	p.mu.Unlock()
 	p.cancel()
-	var errs []error
-	for _, e := range waiting {
-		if err := e.sb.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close pooled sandbox %s: %w", e.sb.ID(), err))
-		}
+	// In parallel: a VM takes its time to stop.
+	errs := make([]error, len(waiting))
+	var wg sync.WaitGroup
+	for i, e := range waiting {
+		wg.Go(func() {
+			if err := e.sb.Close(); err != nil {
+				errs[i] = fmt.Errorf("close pooled sandbox %s: %w", e.sb.ID(), err)
+			}
+		})
 	}
+	wg.Wait()
 	p.wg.Wait()
 	return errors.Join(errs...)
 }
@@ -312,6 +317,9 @@ func (p *Pool) startSandbox() (*Sandbox, error) {
 	}
 	defer func() { <-p.starts }()
 	c := p.cfg
+	// NewPool reported the image's progress; a start that finds it
+	// gone from the cache gets it again quietly.
+	c.OnImageProgress = nil
 	img, err := resolveImage(p.ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("start a pooled sandbox: %w", err)
