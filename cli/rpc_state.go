@@ -47,10 +47,41 @@ func (a *app) recordSandboxes(opts *rpc.Options) {
 		}
 		return sb, err
 	}
+	// A pool's sandboxes are started before anything asks for them:
+	// each one's hub is made by its first event, and dropped by its
+	// last (once it stops), whether or not a create took it.
+	pooled := map[string]*rpc.Hub{}
+	opts.NewPool = func(ctx context.Context, cfg airlock.Config, size int) (*airlock.Pool, error) {
+		session := cfg.OnEvent
+		cfg.OnEvent = func(e airlock.Event) {
+			if session != nil {
+				session(e)
+			}
+			mu.Lock()
+			hub := pooled[e.SandboxID]
+			if hub == nil {
+				hub = &rpc.Hub{}
+				pooled[e.SandboxID] = hub
+			}
+			if e.Type == airlock.EventLifecycle && e.Lifecycle != nil && e.Lifecycle.State != "started" {
+				delete(pooled, e.SandboxID)
+			}
+			mu.Unlock()
+			hub.Publish(e)
+		}
+		return airlock.NewPool(ctx, cfg, size)
+	}
 	opts.OnCreate = func(sb *airlock.Sandbox, params api.CreateParams) func() {
 		mu.Lock()
 		hub := hubs[sb.ID()]
 		delete(hubs, sb.ID())
+		if hub == nil {
+			hub = pooled[sb.ID()]
+		}
+		if hub == nil {
+			// Taken from a pool, and stopped already: no more events.
+			hub = &rpc.Hub{}
+		}
 		mu.Unlock()
 		cfg, _ := json.Marshal(params)
 		sup, err := lifecycle.Begin(context.Background(), sb, lifecycle.Options{

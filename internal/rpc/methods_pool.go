@@ -49,7 +49,7 @@ func (ss *session) poolCreate(ctx context.Context, j *job) (any, error) {
 		return nil, ae
 	}
 	j.releaseLine()
-	pool, err := airlock.NewPool(ctx, cfg, p.Size)
+	pool, err := ss.opts.NewPool(ctx, cfg, p.Size)
 	if err != nil {
 		return nil, startError(ctx, err)
 	}

@@ -49,7 +49,11 @@ type Options struct {
 	// Create starts a sandbox; default airlock.Create. The server sets
 	// cfg.OnEvent and cfg.Logger before calling it.
 	Create func(ctx context.Context, cfg airlock.Config) (*airlock.Sandbox, error)
-	// OnCreate, when set, is called with each sandbox a session created;
+	// NewPool starts a pool ("pool.create"); default airlock.NewPool. The
+	// server sets cfg.OnEvent and cfg.Logger before calling it.
+	NewPool func(ctx context.Context, cfg airlock.Config, size int) (*airlock.Pool, error)
+	// OnCreate, when set, is called with each sandbox a session created
+	// or took from one of its pools (with the pool's params);
 	// the release func it returns (may be nil) runs after that sandbox is
 	// closed.
 	OnCreate func(sb *airlock.Sandbox, params api.CreateParams) (release func())
@@ -74,6 +78,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Create == nil {
 		o.Create = airlock.Create
+	}
+	if o.NewPool == nil {
+		o.NewPool = airlock.NewPool
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
