@@ -363,6 +363,33 @@ func (c *Client) Create(ctx context.Context, params api.CreateParams) (*Sandbox,
 	return &Sandbox{c: c, id: res.SandboxID, created: &res}, nil
 }
 
+// PoolCreate starts a pool of the session: params.Size sandboxes of the
+// configuration params describe, kept ready. A Create whose params name
+// only the pool (api.CreateParams{Pool: id}) takes one at once. The pool
+// lives until PoolClose, or until the client closes.
+func (c *Client) PoolCreate(ctx context.Context, params api.PoolCreateParams) (string, error) {
+	var res api.PoolCreateResult
+	if err := c.call(ctx, api.MethodPoolCreate, params, &res); err != nil {
+		return "", err
+	}
+	return res.PoolID, nil
+}
+
+// PoolClose closes a pool: the sandboxes waiting in it are closed, those
+// taken from it keep running.
+func (c *Client) PoolClose(ctx context.Context, poolID string) error {
+	return c.call(ctx, api.MethodPoolClose, api.PoolParams{PoolID: poolID}, nil)
+}
+
+// PoolList lists the session's pools, oldest first.
+func (c *Client) PoolList(ctx context.Context) ([]api.PoolInfo, error) {
+	var res api.PoolListResult
+	if err := c.call(ctx, api.MethodPoolList, struct{}{}, &res); err != nil {
+		return nil, err
+	}
+	return res.Pools, nil
+}
+
 // Sandbox returns a handle for an existing sandbox of the session. An
 // empty id means the session's only sandbox (the usual case on a control
 // socket).
