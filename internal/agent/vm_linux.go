@@ -54,6 +54,12 @@ func vmMain(log *slog.Logger) error {
 	}
 	// The OOM killer takes user commands, never the agent.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	// Allocations succeed and the commands' memory limit ends what
+	// overuses it (an OOM kill, reported as such), as on a host, rather
+	// than the guest's small RAM refusing large allocations up front.
+	if err := os.WriteFile("/proc/sys/vm/overcommit_memory", []byte("1"), 0); err != nil {
+		return fmt.Errorf("set the guest's overcommit policy: %w", err)
+	}
 	port, err := findVirtioPort(agentproto.VMPort)
 	if err != nil {
 		return err
@@ -135,6 +141,13 @@ func prepareVM(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepa
 		if err := vmMount(m); err != nil {
 			return Prepared{}, err
 		}
+	}
+	if v.Scratch != "" {
+		fd, err := scratchTree(v.Scratch)
+		if err != nil {
+			return Prepared{}, err
+		}
+		b.Root.DiskFD = fd
 	}
 	if v.Link != nil {
 		if err := vmLink(v.Link); err != nil {
@@ -256,6 +269,25 @@ func vmMount(m agentproto.VMMount) error {
 		return fmt.Errorf("unknown file system %q for %s", m.Type, m.Target)
 	}
 	return nil
+}
+
+// scratchTree mounts the ext4 disk whose serial is serial and returns a
+// detached copy of its mount, which the root's build attaches as the
+// writable tree.
+func scratchTree(serial string) (int, error) {
+	const at = "/run/airlock/scratch"
+	if err := vmMount(agentproto.VMMount{Source: serial, Type: "ext4", Target: at}); err != nil {
+		return -1, err
+	}
+	// mke2fs always makes one; a sandbox's root has no use for it.
+	if err := os.Remove(filepath.Join(at, "lost+found")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return -1, fmt.Errorf("remove the disk's lost+found: %w", err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, at, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("take the disk's tree: %w", err)
+	}
+	return fd, nil
 }
 
 // findDisk returns the block device whose virtio serial is serial.

@@ -152,6 +152,10 @@ type VMSpec struct {
 	// that a default root is made of, and those of direct mounts
 	// (Root.Direct names their Target as HostPath).
 	Mounts []VMMount `cbor:"mounts,omitempty"`
+	// Scratch, when set, is the serial of an empty ext4 disk that is the
+	// writable tree, in place of a tmpfs (a disk larger than memory
+	// allows).
+	Scratch string `cbor:"scratch,omitempty"`
 	// Link is the guest's one virtio-net interface (Name: the name it
 	// gets; FD unused).
 	Link *LinkSpec `cbor:"link,omitempty"`

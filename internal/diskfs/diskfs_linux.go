@@ -120,6 +120,25 @@ func Make(ctx context.Context, s Spec) (_ *Disk, err error) {
 	return &Disk{mount: mount, loop: loop}, nil
 }
 
+// File returns an unnamed file in s.Dir holding an empty ext4 file
+// system of s.SizeBytes (reserved in full) and s.Inodes, whose root
+// directory belongs to root: a disk for a micro-VM, whose guest kernel
+// mounts it. Nothing reaches it but the descriptor.
+func File(ctx context.Context, s Spec) (*os.File, error) {
+	if s.SizeBytes <= 0 || s.SizeBytes%4096 != 0 || s.Inodes <= 0 {
+		return nil, fmt.Errorf("disk of %d bytes and %d inodes: the size must be a positive multiple of 4 KiB and the inodes positive", s.SizeBytes, s.Inodes)
+	}
+	if err := privateDir(s.Dir); err != nil {
+		return nil, err
+	}
+	tmpl, err := template(ctx, s.Dir, s.SizeBytes, s.Inodes)
+	if err != nil {
+		return nil, err
+	}
+	defer tmpl.Close()
+	return newBacking(s.Dir, tmpl, s.SizeBytes)
+}
+
 // privateDir makes dir (0700) if needed and checks that it is a directory
 // of the caller's that no one else can write: the templates in it are
 // read by the kernel's ext4 driver.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,14 @@ echo x > /tmp/left; echo x > /workspace/left; echo x > /dev/shm/left; echo x > /
 			}
 			return n
 		}
-		if !testbin.WaitFor(10*time.Second, func() bool { return count() >= 4 }) {
+		if lv == airlock.IsolationVM {
+			// A VM's processes are its guest kernel's: the host sees
+			// QEMU alone, and the daemons are counted inside.
+			inside := func() int { return strings.Count(ok(t, a, "ps -eo args"), marker) }
+			if !testbin.WaitFor(10*time.Second, func() bool { return inside() >= 4 }) {
+				t.Fatalf("sanity: %d of the 4 daemons seen in the VM", inside())
+			}
+		} else if !testbin.WaitFor(10*time.Second, func() bool { return count() >= 4 }) {
 			t.Fatalf("sanity: %d of the 4 daemons seen on the host", count())
 		}
 		if err := a.WriteFile(ctx, "/workspace/api", []byte("api"), 0o644); err != nil {
@@ -63,7 +71,10 @@ echo x > /tmp/left; echo x > /workspace/left; echo x > /dev/shm/left; echo x > /
 			t.Errorf("%d daemons outlived the sandbox", count())
 		}
 		if testbin.Alive(a.PID()) {
-			t.Errorf("the agent %d outlived the sandbox", a.PID())
+			t.Errorf("the agent (or VM monitor) %d outlived the sandbox", a.PID())
+		}
+		if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-vm-"+a.ID()+"-*")); len(left) > 0 {
+			t.Errorf("the VM's private directory remains: %v", left)
 		}
 		if os.Geteuid() == 0 && cgroup.Exists(a.ID()) {
 			t.Errorf("the cgroup of %s remains", a.ID())

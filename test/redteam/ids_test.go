@@ -100,7 +100,24 @@ func TestIDsDistinct(t *testing.T) {
 			id    string
 		}
 		var blocks []block
+		// A VM's ids are its guest kernel's own: what runs on the host is
+		// QEMU, as one unprivileged uid leased for it alone.
+		size := process.SandboxIDs
+		if lv == airlock.IsolationVM {
+			size = 1
+		}
 		for _, sb := range sbs {
+			if lv == airlock.IsolationVM {
+				uid := hostUID(t, sb.PID())
+				if uid < process.SandboxUIDBase || uid >= process.SandboxUIDBase+process.SandboxUIDRange {
+					t.Errorf("the QEMU of %s runs as host uid %d, outside the sandbox range", sb.ID(), uid)
+				}
+				if ls := idLeases(t, sb.ID()); len(ls) != 1 || !strings.HasPrefix(ls[0], fmt.Sprintf("%d+1@%d.", uid, os.Getpid())) {
+					t.Errorf("the QEMU of %s (uid %d): leases %q, want the one of its uid held by this process", sb.ID(), uid, ls)
+				}
+				blocks = append(blocks, block{uid, sb.ID()})
+				continue
+			}
 			// The uid of a command (seen from the host through the
 			// agent's, which every process of the sandbox shares).
 			uid := hostUID(t, sb.PID())
@@ -120,7 +137,7 @@ func TestIDsDistinct(t *testing.T) {
 		}
 		slices.SortFunc(blocks, func(a, b block) int { return a.first - b.first })
 		for i := 1; i < len(blocks); i++ {
-			if blocks[i].first < blocks[i-1].first+process.SandboxIDs {
+			if blocks[i].first < blocks[i-1].first+size {
 				t.Errorf("sandboxes %s and %s share host ids: blocks from %d and %d", blocks[i-1].id, blocks[i].id, blocks[i-1].first, blocks[i].first)
 			}
 		}

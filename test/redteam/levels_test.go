@@ -140,3 +140,15 @@ func needNetwork(t *testing.T) {
 		t.Skip("a network without root needs /dev/net/tun open to the caller; it is 0600 here")
 	}
 }
+
+// guestIDs is why a test of how a sandbox's ids map to the host's does
+// not apply at the vm level.
+const guestIDs = "a VM's uids and gids are its guest kernel's own and map to nothing on the host; the host process is QEMU, as one leased uid (TestIDsDistinct, TestVMJail)"
+
+// processIDsOnly skips t at a level whose ids do not map to the host's.
+func processIDsOnly(t *testing.T, lv airlock.Isolation) {
+	t.Helper()
+	if lv == airlock.IsolationVM {
+		t.Skip(guestIDs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/diskfs"
 	"github.com/airlock-sandbox/airlock/internal/idalloc"
 	"github.com/airlock-sandbox/airlock/internal/initramfs"
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
@@ -32,6 +34,10 @@ const (
 	guestLower  = "/run/airlock/lower"
 	guestDirect = "/run/airlock/direct/"
 )
+
+// hostShare begins the tags of the host's own directories that a default
+// root shares (world-readable system files).
+const hostShare = "host-"
 
 // Limits of what is copied from the host's /etc into the guest's initial
 // ramdisk (the default root's HostEtc entries).
@@ -138,12 +144,23 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 					rd.links = append(rd.links, [2]string{d, t})
 				}
 			case fi.IsDir():
-				tag := "host-" + d
+				tag := hostShare + d
 				cfg.Shares = append(cfg.Shares, Share{Tag: tag, Path: "/" + d, Readonly: true})
 				v.Mounts = append(v.Mounts, agentproto.VMMount{Source: tag, Type: "9p", Target: "/" + d, Readonly: true})
 			}
 		}
 		rd.etc = boot.Root.HostEtc
+	}
+	if spec.DiskDir != "" && boot.Root.SizeBytes > 0 {
+		// Larger than memory allows: an ext4 disk in an unnamed file,
+		// which nothing on the host reaches but QEMU's descriptor.
+		f, err := diskfs.File(ctx, diskfs.Spec{Dir: spec.DiskDir, SizeBytes: boot.Root.SizeBytes, Inodes: max(boot.Root.Inodes, boot.Root.SizeBytes/8192)})
+		if err != nil {
+			return nil, fmt.Errorf("make the sandbox's disk: %w", err)
+		}
+		defer f.Close()
+		cfg.Disks = append(cfg.Disks, Disk{Serial: "scratch", File: f})
+		v.Scratch = "scratch"
 	}
 	for i := range boot.Root.Direct {
 		d := &boot.Root.Direct[i]
@@ -223,6 +240,11 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 // snapshot: QEMU cannot save one with a 9p share, and the snapshot needs
 // a cache to live in.
 func snapshottable(spec boundary.Spec, c Config) bool {
+	for _, d := range c.Disks {
+		if d.File != nil {
+			return false // a disk of this sandbox's own
+		}
+	}
 	return len(c.Shares) == 0 && spec.CacheDir != "" && !spec.NoSnapshot && os.Getenv("AIRLOCK_VM_DEBUG") == ""
 }
 
@@ -247,11 +269,17 @@ func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jai
 		return j, nil
 	}
 	for _, sh := range shares {
-		if !sh.Readonly {
+		switch {
+		case !sh.Readonly:
 			// QEMU's 9p sets a new file's mode through /proc/self/fd,
 			// which an empty root lacks.
 			j.Chroot = ""
 			s.notes = append(s.notes, "vm: QEMU keeps root's uid and the host's root (in its own namespaces, under its seccomp filter) because a writable direct mount needs root's access to "+sh.Path)
+			return j, nil
+		case !strings.HasPrefix(sh.Tag, hostShare):
+			// A prepared root or a read-only direct mount is read with
+			// root's access, as at the process level.
+			s.notes = append(s.notes, "vm: QEMU keeps root's uid (in its own namespaces, chrooted, under its seccomp filter) to read "+sh.Path+" with root's access")
 			return j, nil
 		}
 	}
@@ -300,12 +328,17 @@ func (s *Sandbox) limitQEMU(ctx context.Context, id string, c Config) error {
 	return nil
 }
 
+// unlimitedMB is the size of a VM whose commands have no memory limit:
+// the guest kernel keeps 1.5% of its memory for its own page tables,
+// so "unlimited" is a large VM, not the host's size.
+const unlimitedMB = 4096
+
 // memoryMB is the VM's memory for commands limited to limit bytes: the
 // limit and the guest's own overhead. QEMU takes host memory for it only
 // as the guest touches it.
 func memoryMB(limit int64) int {
 	if limit <= 0 {
-		return 1024
+		return unlimitedMB
 	}
 	return int((limit+(1<<20)-1)>>20) + overheadMB
 }
@@ -370,7 +403,16 @@ func (r initrd) write(path string, agent []byte) error {
 		errs = append(errs, w.Symlink(l[0], l[1]))
 	}
 	budget := etcTotalMax
+	made := map[string]bool{}
 	for _, e := range r.etc {
+		// An entry below a folder of /etc (security/limits.conf) needs
+		// that folder in the archive first.
+		for _, d := range parents(e) {
+			if !made[d] {
+				made[d] = true
+				errs = append(errs, w.Dir("etc/"+d, 0o755))
+			}
+		}
 		errs = append(errs, copyEtc(w, e, &budget))
 	}
 	errs = append(errs, w.Close())
@@ -379,6 +421,16 @@ func (r initrd) write(path string, agent []byte) error {
 		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
 	}
 	return f.Close()
+}
+
+// parents lists the folders above name, outermost first: "a/b/c" gives
+// "a", "a/b".
+func parents(name string) []string {
+	var out []string
+	for d := filepath.Dir(filepath.Clean(name)); d != "." && d != "/"; d = filepath.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
 }
 
 // copyEtc copies the host's /etc/name (a file, a symlink or a tree)

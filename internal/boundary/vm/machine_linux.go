@@ -92,9 +92,10 @@ type Jail struct {
 }
 
 // Disk is a raw disk image the guest sees as a virtio-blk device whose
-// serial is Serial.
+// serial is Serial: the file at Path, or File, which QEMU inherits.
 type Disk struct {
 	Serial, Path string
+	File         *os.File
 	Readonly     bool
 }
 
@@ -125,7 +126,8 @@ type Machine struct {
 }
 
 // Args is QEMU's command line for c, with the frames' socket at fd 3 of
-// QEMU, then the incoming machine's file, and the sockets in c.Dir.
+// QEMU, then the incoming machine's file, then the disks' files, and the
+// sockets in c.Dir.
 func Args(c Config) []string {
 	// TCG's translation cache is bounded: QEMU's default (a GiB) would
 	// be host memory no limit of the guest's accounts for.
@@ -159,9 +161,24 @@ func Args(c Config) []string {
 		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, "agent.sock"),
 		"-device", "virtserialport,id=" + agentPortID + ",chardev=agent,name=" + AgentPort,
 	}
+	fd := 3
+	if c.Network {
+		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str="+strconv.Itoa(fd), "-device", "virtio-net-device,netdev=net0")
+		fd++
+	}
+	if c.Incoming != nil {
+		args = append(args, "-incoming", "fd:"+strconv.Itoa(fd))
+		fd++
+	}
 	for i, d := range c.Disks {
 		id := "disk" + strconv.Itoa(i)
-		drive := "if=none,format=raw,id=" + id + ",file=" + escapeOpt(d.Path)
+		path := d.Path
+		if d.File != nil {
+			// QEMU opens it before it leaves the host's root.
+			path = "/proc/self/fd/" + strconv.Itoa(fd)
+			fd++
+		}
+		drive := "if=none,format=raw,id=" + id + ",file=" + escapeOpt(path)
 		if d.Readonly {
 			drive += ",readonly=on"
 		}
@@ -184,14 +201,7 @@ func Args(c Config) []string {
 	if runas {
 		args = append(args, "-runas", strconv.Itoa(c.Jail.UID)+":"+strconv.Itoa(c.Jail.GID))
 	}
-	fd := 3
-	if c.Network {
-		args = append(args, "-netdev", "dgram,id=net0,local.type=fd,local.str="+strconv.Itoa(fd), "-device", "virtio-net-device,netdev=net0")
-		fd++
-	}
-	if c.Incoming != nil {
-		args = append(args, "-incoming", "fd:"+strconv.Itoa(fd))
-	}
+
 	return args
 }
 
@@ -241,6 +251,11 @@ func Start(ctx context.Context, c Config) (_ *Machine, err error) {
 	}
 	if c.Incoming != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, c.Incoming)
+	}
+	for _, d := range c.Disks {
+		if d.File != nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, d.File)
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start QEMU (%s): %w", c.QEMU, err)
