@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
 // A sandbox's disk (its writable tree, /dev/shm included) is bounded in
@@ -308,6 +309,21 @@ func TestDiskGoneWithKilledSupervisor(t *testing.T) {
 		if err := json.Unmarshal(rec, &r); err != nil || r.Supervisor.PID <= 0 {
 			t.Fatalf("airlock get %s: %q: %v", id, rec, err)
 		}
+		if lv == airlock.IsolationVM {
+			// A VM's disk is an unnamed file that QEMU alone holds:
+			// it goes with QEMU, which goes with its supervisor.
+			qemu := agentOf(t, r.Supervisor.PID)
+			if !holdsUnnamedDisk(t, qemu) {
+				t.Fatalf("the VM's QEMU %d holds no unnamed disk file", qemu)
+			}
+			if err := unix.Kill(r.Supervisor.PID, unix.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if !testbin.WaitFor(30*time.Second, func() bool { return !testbin.Alive(qemu) }) {
+				t.Errorf("30 s after its supervisor was killed, the VM's QEMU %d, which holds its disk, runs", qemu)
+			}
+			return
+		}
 		if loops := loopsOf(t, id); len(loops) != 1 {
 			t.Fatalf("loop devices of the running sandbox: %q, want one", loops)
 		}
@@ -322,4 +338,21 @@ func TestDiskGoneWithKilledSupervisor(t *testing.T) {
 			t.Errorf("30 s after its supervisor was killed, the sandbox's disk is still on %q", loops)
 		}
 	})
+}
+
+// holdsUnnamedDisk reports whether process pid has a file open that no
+// path reaches (O_TMPFILE, or removed), under the host's disks folder.
+func holdsUnnamedDisk(t *testing.T, pid int) bool {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.Contains(l, "/disks/") && strings.HasSuffix(l, "(deleted)") {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package redteam_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
 
@@ -96,4 +98,55 @@ func qemuLeft() bool {
 		}
 	}
 	return false
+}
+
+// TestVMJail: a VM's QEMU, the one host process of a vm sandbox, is
+// confined as the README says: an unprivileged uid of its own (under
+// root), no capabilities, no_new_privs, its seccomp filter, an empty
+// root, network and PID namespaces of its own, and a cgroup of its own.
+func TestVMJail(t *testing.T) {
+	if why := unavailable(t, airlock.IsolationVM); why != "" {
+		t.Skip(why)
+	}
+	sb := box(t, airlock.IsolationVM, airlock.Config{})
+	qemu := sb.PID()
+	status := statusFields(readProc(t, qemu, "status"))
+	for k, want := range map[string]string{"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"} {
+		if status[k] != want {
+			t.Errorf("QEMU's %s = %q, want %s", k, status[k], want)
+		}
+	}
+	if os.Geteuid() == 0 {
+		uid := hostUID(t, qemu)
+		if uid < process.SandboxUIDBase {
+			t.Errorf("QEMU runs as host uid %d, not one of the sandbox range", uid)
+		}
+		if ls := idLeases(t, sb.ID()); len(ls) != 1 || !strings.HasPrefix(ls[0], strconv.Itoa(uid)+"+1@") {
+			t.Errorf("QEMU's uid %d: leases %q, want its own", uid, ls)
+		}
+		if !strings.Contains(readProc(t, qemu, "cgroup"), "/"+sb.ID()) {
+			t.Errorf("QEMU is not in the sandbox's cgroup: %s", readProc(t, qemu, "cgroup"))
+		}
+	}
+	root, err := os.ReadDir(fmt.Sprintf("/proc/%d/root/", qemu))
+	if err != nil || len(root) != 0 {
+		t.Errorf("QEMU's root holds %d entries (%v), want an empty directory", len(root), err)
+	}
+	for _, ns := range []string{"net", "pid", "ipc", "mnt"} {
+		mine, _ := os.Readlink("/proc/self/ns/" + ns)
+		its, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", qemu, ns))
+		if err != nil || its == mine {
+			t.Errorf("QEMU's %s namespace is %q, this process's %q: want one of its own", ns, its, mine)
+		}
+	}
+}
+
+// readProc reads /proc/PID/NAME.
+func readProc(t *testing.T, pid int, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,6 +1,9 @@
 package backends
 
 import (
+	"errors"
+	"slices"
+
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/boundary/vm"
@@ -21,8 +24,12 @@ func For(iso string) (boundary.Backend, error) {
 
 // Sweep removes what sandboxes whose supervisor died (for example by
 // SIGKILL) left on the host, and returns their ids.
-func Sweep() []string { return process.Sweep(nil) }
+func Sweep() []string {
+	ids := append(process.Sweep(nil), vm.Sweep()...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
 
 // Reclaim removes what sandbox id left on the host after its supervisor
 // died.
-func Reclaim(id string) error { return process.Reclaim(id) }
+func Reclaim(id string) error { return errors.Join(process.Reclaim(id), vm.Reclaim(id)) }

@@ -101,11 +101,15 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, fmt.Errorf("read the agent binary: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "airlock-vm-"+spec.ID+"-")
+	dir, err := os.MkdirTemp("", privatePrefix+spec.ID+"-")
 	if err != nil {
 		return nil, fmt.Errorf("make the VM's private directory: %w", err)
 	}
 	s := &Sandbox{dir: dir, notes: notes}
+	if err := writeOwner(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("make the VM's private directory: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
