@@ -54,6 +54,7 @@ func main() {
 		runs     = flag.Int("runs", 20, "sandboxes created per level for time to interactive")
 		execRuns = flag.Int("exec-runs", 200, "commands for the exec round trip, per level")
 		idle     = flag.Int("idle", 5, "sandboxes kept idle per level for the memory measurement")
+		image    = flag.String("image", "minimal", "the image of the restore and pool series, from the image cache ($AIRLOCK_CACHE_DIR)")
 		jsonPath = flag.String("json", filepath.Join("bench", "results", "vm-latest.json"), "write the numbers as JSON to `FILE` (\"-\" for none)")
 		timeout  = flag.Duration("timeout", 20*time.Minute, "give up after this long")
 	)
@@ -67,8 +68,17 @@ func main() {
 		r.Accelerator = "KVM"
 	}
 	for _, lv := range []airlock.Isolation{airlock.IsolationProcess, airlock.IsolationVM} {
+		withImage := airlock.Config{Isolation: lv, Image: *image}
 		for _, m := range []func(context.Context, airlock.Isolation) (*series, error){
-			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return tti(ctx, lv, *runs) },
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
+				return tti(ctx, airlock.Config{Isolation: lv}, "cold: the host's root (a VM boots)", *runs)
+			},
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
+				return tti(ctx, withImage, "image "+*image+" (a VM restores its snapshot)", *runs)
+			},
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
+				return poolTTI(ctx, withImage, *runs)
+			},
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return execRT(ctx, lv, *execRuns) },
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return idleMemory(ctx, lv, *idle) },
 		} {
@@ -94,13 +104,54 @@ func main() {
 	}
 }
 
-// tti times a new sandbox of level lv until its first command ended,
+// tti times a new sandbox of cfg until its first command ended,
 // closing each before the next.
-func tti(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
-	s := &series{Level: string(lv), What: "time to interactive (create + `true`)", Unit: "ms"}
+func tti(ctx context.Context, cfg airlock.Config, what string, n int) (*series, error) {
+	s := &series{Level: string(cfg.Isolation), What: "time to interactive, " + what, Unit: "ms"}
+	// One untimed start: an image's first sandbox of a machine saves
+	// its snapshot.
+	if sb, err := airlock.Create(ctx, cfg); err == nil {
+		sb.Close()
+	}
 	for range n {
 		start := time.Now()
-		sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+		sb, err := airlock.Create(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		_, err = sb.Run(ctx, airlock.Command{Argv: []string{"true"}})
+		d := time.Since(start)
+		sb.Close()
+		if err != nil {
+			return nil, err
+		}
+		s.Samples = append(s.Samples, ms(d))
+	}
+	return s, nil
+}
+
+// poolTTI times a sandbox taken from a warm pool until its first
+// command ended; the pool refills while the command runs and the
+// sandbox closes.
+func poolTTI(ctx context.Context, cfg airlock.Config, n int) (*series, error) {
+	s := &series{Level: string(cfg.Isolation), What: "time to interactive from a warm pool of 2", Unit: "ms"}
+	p, err := airlock.NewPool(ctx, cfg, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	for range n {
+		// Measured with the pool full, as a pool serves a steady
+		// trickle of requests.
+		for p.Stats().Ready < 2 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		start := time.Now()
+		sb, err := p.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
