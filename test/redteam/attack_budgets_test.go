@@ -210,6 +210,9 @@ func hostQueueSignal(t *testing.T) error {
 // go.
 func TestAttackKernelBudgets(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
+		if lv == airlock.IsolationVM {
+			t.Skip("a VM's inotify instances, watches and pending signals are its guest kernel's: none is charged to a user of the host")
+		}
 		root := os.Geteuid() == 0
 		instances := readInt(t, "/proc/sys/fs/inotify/max_user_instances")
 		watches := readInt(t, "/proc/sys/fs/inotify/max_user_watches")
