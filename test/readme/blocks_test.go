@@ -17,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/testbin"
 )
@@ -284,4 +285,47 @@ func TestReadmeKernel(t *testing.T) {
 	if ran != 2 {
 		t.Errorf("ran %d of the Guest kernel block's lines, want 2", ran)
 	}
+}
+
+// TestReadmeVM runs README.md's vm level block: the kernel build finds
+// the test kernel cached ($AIRLOCK_KERNEL_CACHE, which make test names),
+// uname inside names the guest's kernel, not the host's, and the
+// standard image's python runs in a VM.
+func TestReadmeVM(t *testing.T) {
+	e := newReadmeEnv(t, "readme-vm-")
+	if os.Getenv("AIRLOCK_KERNEL_CACHE") == "" {
+		t.Skip("needs the guest kernel built: set AIRLOCK_KERNEL_CACHE, as make test does")
+	}
+	var host unix.Utsname
+	if err := unix.Uname(&host); err != nil {
+		t.Fatal(err)
+	}
+	hostRelease := unix.ByteSliceToString(host.Release[:])
+	want := []func(string) bool{
+		func(out string) bool { return strings.Contains(out, "x86_64") },
+		func(out string) bool {
+			return strings.TrimSpace(lastLine(out)) != hostRelease && strings.Contains(lastLine(out), ".")
+		},
+		func(out string) bool { return lastLine(out) == "1" },
+	}
+	lines := commandLines(blockAfter(t, "### The vm level", "sh"))
+	if len(lines) != len(want) {
+		t.Fatalf("the vm level block has %d lines, the test knows %d", len(lines), len(want))
+	}
+	for i, line := range lines {
+		out, err := e.run(t, line, "")
+		if err != nil {
+			t.Errorf("README.md's line failed: %s\n%v\n%s", line, err, out)
+			continue
+		}
+		if !want[i](out) {
+			t.Errorf("%s printed:\n%s", line, out)
+		}
+	}
+}
+
+// lastLine is the last line of out, without its newline.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	return lines[len(lines)-1]
 }
