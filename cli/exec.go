@@ -109,6 +109,13 @@ func (a *app) runExec(ctx context.Context, f *execFlags, prefix string, args []s
 		return err
 	}
 	defer c.Close()
+	return a.execIn(ctx, sb, f, args)
+}
+
+// execIn runs a command in a sandbox reached through its control socket,
+// as exec does: its output streamed (or one JSON result), its exit code
+// returned as the error.
+func (a *app) execIn(ctx context.Context, sb *client.Sandbox, f *execFlags, args []string) error {
 	params := api.ExecParams{Argv: args, WorkingDir: f.workdir, Env: envFlags(f.env), User: f.user, TTY: f.tty, TimeoutSeconds: f.timeout.Seconds()}
 	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
 	useStdin := f.interactive || !stdinIsTTY

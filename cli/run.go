@@ -45,6 +45,7 @@ type runFlags struct {
 	allowPtrace bool
 	quiet       bool
 	detach      bool
+	pool        string
 	publish     []string
 	net         networkFlags
 	files       mountFlags
@@ -95,42 +96,53 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.pool != "" {
+				return a.runFromPool(cmd.Context(), cmd, &f, args)
+			}
 			return a.runRun(cmd.Context(), &f, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	// The flags with defaults default to the built-in configuration.
+	a.configFlags(cmd, &f)
+	durationVar(fl, &f.timeout, "timeout", time.Duration(a.base.Resources.TimeoutSeconds)*time.Second, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
+	fl.StringVar(&f.name, "name", "", "with --detach: a name for the sandbox, usable wherever its id is, unique while its record is kept")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
+	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
+	fl.StringVar(&f.pool, "pool", "", "take a ready sandbox from this pool (airlock pool create) instead of starting one; it has the pool's configuration")
+	return cmd
+}
+
+// configFlags registers the flags that configure a sandbox, shared by
+// run and pool create. The flags with defaults default to the built-in
+// configuration.
+func (a *app) configFlags(cmd *cobra.Command, f *runFlags) {
+	fl := cmd.Flags()
 	base := a.base
 	fl.StringVar(&f.isolation, "isolation", string(cmp.Or(base.Isolation, airlock.IsolationProcess)), "isolation level: process, gvisor or vm")
 	fl.StringVar(&f.kernel, "kernel", base.Kernel, "with --isolation vm: the guest kernel to boot (an uncompressed vmlinux; default the one `airlock kernel build` made)")
 	fl.BoolVar(&f.requireKVM, "require-kvm", base.RequireKVM, "with --isolation vm: refuse to start without hardware virtualisation instead of emulating the guest's CPU")
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit for all processes, kernel memory and a tmpfs disk included (e.g. 512m, 2g; plain numbers are MiB; default 1g, or a quarter of the host's memory when smaller; \"unlimited\" for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (e.g. 0.5)")
-	durationVar(fl, &f.timeout, "timeout", time.Duration(base.Resources.TimeoutSeconds)*time.Second, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
 	fl.Int64Var(&f.pids, "pids-limit", cmp.Or(base.PidsLimit, airlock.DefaultPidsLimit), fmt.Sprintf("maximum processes and threads, airlock's process spawner included (at least %d)", airlock.MinPidsLimit))
 	fl.Uint64Var(&f.nofile, "nofile-limit", cmp.Or(base.NofileLimit, airlock.DefaultNofileLimit), "maximum open files per process")
 	fl.StringVar(&f.disk, "disk", "", "size of the sandbox's writable tree (/, /tmp, /workspace, /dev/shm), with one file per 8k; up to half of --memory it is a tmpfs (memory), larger it is a file under $AIRLOCK_HOME (root only); full, writes fail with ENOSPC (default: half of --memory, at most 1g)")
 	fl.StringVar(&f.maxFile, "max-file-size", "", "largest file a command may write (default: bounded by --disk)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "with --json: bytes of stdout and of stderr kept (default 16m)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
-	fl.StringVar(&f.name, "name", "", "with --detach: a name for the sandbox, usable wherever its id is, unique while its record is kept")
 	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file, a KEY=VALUE (or KEY) per line, # for comments, as docker reads it; -e wins; repeatable")
-	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
-	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use a prepared root directory instead of the host's /usr, /bin, /lib")
 	fl.StringVar(&f.image, "image", "", "run this image instead of the host's /usr, /bin, /lib: a variant (minimal, standard, full) or an OCI image (python:3.12-slim, REGISTRY/REPO@sha256:..., an OCI layout directory, a docker-save tarball); got into the image cache first when missing; without a command, the image's own runs")
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
-	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
-	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
-	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
-	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a TCP port of the sandbox on the host, as docker does: [[IP:][HOST_PORT]:]SANDBOX_PORT[/tcp]; IP defaults to 127.0.0.1, an empty HOST_PORT is a free one (airlock port shows it); gives the sandbox a network that allows no egress unless a network flag allows some (repeatable)")
 	f.net.register(cmd)
 	f.files.register(cmd)
-	return cmd
 }
 
 func (f *runFlags) config() (airlock.Config, error) {

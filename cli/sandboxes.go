@@ -66,6 +66,8 @@ func commandText(r state.Record, whole bool) string {
 	switch {
 	case c == "" && r.Kind == state.KindRPC:
 		c = "(airlock rpc)"
+	case c == "" && r.Kind == state.KindPool:
+		c = "(from a pool)"
 	case c == "":
 		c = "-"
 	}

@@ -9,6 +9,13 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/unixsock"
 )
 
+// Listen creates the unix socket name in dir as a control socket is made
+// (see listen), for a supervisor of something other than a sandbox.
+func Listen(dir, name string) (net.Listener, error) { return listen(dir, name) }
+
+// CheckPeer refuses connections from other users, as control sockets do.
+func CheckPeer(c net.Conn) error { return checkPeer(c) }
+
 // listen creates the unix socket name in dir, reachable only by this
 // user: the directory is 0700 and the socket is made 0600.
 func listen(dir, name string) (net.Listener, error) {

@@ -26,6 +26,9 @@ const (
 	KindDetached = "detached"
 	// KindRPC: an `airlock rpc` server.
 	KindRPC = "rpc"
+	// KindPool: an `airlock pool create` supervisor, which handed the
+	// sandbox out of its pool.
+	KindPool = "pool"
 )
 
 // Reasons this package records itself. Supervisors record their own
@@ -79,7 +82,7 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Supervisor identifies the process that owns the sandbox.
 	Supervisor Supervisor `json:"supervisor"`
-	// Kind is KindDetached or KindRPC.
+	// Kind is KindDetached, KindRPC or KindPool.
 	Kind string `json:"kind,omitempty"`
 	// Config is the sandbox configuration, already passed through Redact
 	// by the caller.
