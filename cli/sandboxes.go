@@ -264,7 +264,13 @@ func (a *app) killSandbox(ctx context.Context, store *state.Store, id string) er
 	if r.Kind != state.KindDetached {
 		// Its supervisor serves other sandboxes too (or, the record
 		// being damaged, it may): close just this one.
-		return closeThroughSocket(ctx, store, id)
+		if err := closeThroughSocket(ctx, store, id); err != nil {
+			return err
+		}
+		// The supervisor records the end once the sandbox has stopped,
+		// just after answering: rm -f removes the record then.
+		waitRecorded(store, id, killWait)
+		return nil
 	}
 	if err := syscall.Kill(r.Supervisor.PID, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signal its supervisor (pid %d): %w", r.Supervisor.PID, err)
@@ -286,6 +292,18 @@ func (a *app) killSandbox(ctx context.Context, store *state.Store, id string) er
 		a.warnf("warning: sandbox %s was killed, but this could not be recorded: %v", id, err)
 	}
 	return nil
+}
+
+// waitRecorded waits until the record of sandbox id no longer says
+// running, for at most d.
+func waitRecorded(store *state.Store, id string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if r, err := store.Get(id); err != nil || r.Status != state.StatusRunning {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitGone waits until the process is gone, for at most d.
