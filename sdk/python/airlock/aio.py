@@ -422,6 +422,21 @@ class Client:
     def sandbox(self, sandbox_id: str) -> "Sandbox":
         return Sandbox(self, {"sandbox_id": sandbox_id})
 
+    async def pool_create(self, size: int, config: Optional[Mapping[str, Any]] = None, **params: Any) -> str:
+        """Starts a pool of ``size`` ready sandboxes; returns its id, for
+        ``create(pool=id)``."""
+        p = P.create_params(config, params)
+        p["size"] = size
+        return str((await self._call("pool.create", p))["pool_id"])
+
+    async def pool_list(self) -> List[Dict[str, Any]]:
+        """The session's pools, oldest first (see the sync Client)."""
+        return list((await self._call("pool.list", {})).get("pools") or [])
+
+    async def pool_close(self, pool_id: str) -> None:
+        """Closes a pool: its waiting sandboxes close; those taken keep running."""
+        await self._call("pool.close", {"pool_id": pool_id})
+
 
 class Process:
     """A streaming command: ``async for chunk in proc``; ``await proc.wait()``."""

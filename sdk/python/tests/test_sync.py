@@ -323,3 +323,22 @@ def test_threads(sb: airlock.Sandbox) -> None:
     for t in threads:
         t.join(120)
     assert not errors, errors
+
+
+def test_pool_hands_out_sandboxes() -> None:
+    with airlock.Client.start() as client:
+        pool = client.pool_create(2, env={"FROM": "pool"}, resources={"memory_mb": 256})
+        assert pool.startswith("pool-")
+        ids = set()
+        for i in range(3):
+            with client.create(pool=pool) as sb:
+                r = sb.exec(f"test -e /tmp/mark && echo reused; touch /tmp/mark; echo {i} $FROM")
+                assert r.stdout_text == f"{i} pool\n", r
+                ids.add(sb.id)
+        assert len(ids) == 3
+        pools = client.pool_list()
+        assert [p["pool_id"] for p in pools] == [pool] and pools[0]["size"] == 2, pools
+        client.pool_close(pool)
+        assert client.pool_list() == []
+        with pytest.raises(airlock.AirlockError):
+            client.create(pool=pool)

@@ -9,7 +9,7 @@ import type { Writable } from 'node:stream';
 
 import { AirlockNotInstalledError, ClosedError, errorFromWire } from './errors.js';
 import { Queue } from './queue.js';
-import type { CreateParams, EventsOptions, ImageProgress, InfoResult, SandboxEvent } from './types.js';
+import type { CreateParams, EventsOptions, ImageProgress, InfoResult, PoolInfo, SandboxEvent } from './types.js';
 import { camelKeys } from './wire.js';
 import { Sandbox } from './sandbox.js';
 
@@ -215,6 +215,40 @@ export class Client {
     } finally {
       off?.();
     }
+  }
+
+  /**
+   * Starts a pool that keeps `size` sandboxes (1 to 64) of config started
+   * and ready, and returns its id: `create({ pool: id })` then takes a
+   * ready sandbox at once. The pool ends with the session, or with
+   * poolClose.
+   */
+  async poolCreate(size: number, config: CreateParams = {}, opts: { onProgress?: (p: ImageProgress) => void } = {}): Promise<string> {
+    const off = opts.onProgress ? this.onImageProgress(opts.onProgress) : undefined;
+    try {
+      return (await this.call('pool.create', { ...config, size })).result.pool_id;
+    } finally {
+      off?.();
+    }
+  }
+
+  /** The session's pools, oldest first. */
+  async poolList(): Promise<PoolInfo[]> {
+    const r = (await this.call('pool.list', {})).result;
+    return (r.pools ?? []).map((p: any) => ({
+      poolId: p.pool_id,
+      isolation: p.isolation,
+      size: p.size,
+      ready: p.ready,
+      started: p.started,
+      failed: p.failed,
+      discarded: p.discarded,
+    }));
+  }
+
+  /** Closes a pool: the sandboxes waiting in it are closed; those taken from it keep running. */
+  async poolClose(poolId: string): Promise<void> {
+    await this.call('pool.close', { pool_id: poolId });
   }
 
   /** The server's version and sandboxes. */

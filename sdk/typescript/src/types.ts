@@ -51,6 +51,21 @@ export interface CreateParams {
     direct_mounts?: Record<string, { host_path: string; readonly?: boolean }>;
     blocked_paths?: string[];
   };
+  /** A pool id (Client.poolCreate): the sandbox is taken from that pool, ready; give it alone. */
+  pool?: string;
+}
+
+/** A pool of the session (Client.poolList). */
+export interface PoolInfo {
+  poolId: string;
+  isolation: string;
+  /** Sandboxes the pool keeps ready, and how many are ready now. */
+  size: number;
+  ready: number;
+  /** Starts that succeeded and failed, and ready sandboxes that ended before they were taken. */
+  started: number;
+  failed: number;
+  discarded: number;
 }
 
 /** The image a sandbox runs. */

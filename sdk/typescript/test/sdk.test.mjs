@@ -535,3 +535,32 @@ describe('published ports', { skip }, () => {
     }
   });
 });
+
+describe('pools', { skip }, () => {
+  test('a pool of 2 hands out 3 sandboxes in a row that each run a command', { timeout: 120000 }, async () => {
+    const client = await Client.start();
+    try {
+      const pool = await client.poolCreate(2, { env: { FROM: 'pool' }, resources: { memory_mb: 256 } });
+      assert.match(pool, /^pool-/);
+      const ids = new Set();
+      for (let i = 0; i < 3; i++) {
+        const sb = await client.create({ pool });
+        try {
+          const r = await sb.exec(`test -e /tmp/mark && echo reused; touch /tmp/mark; echo ${i} $FROM`);
+          assert.equal(r.stdoutText, `${i} pool\n`);
+          ids.add(sb.id);
+        } finally {
+          await sb.close();
+        }
+      }
+      assert.equal(ids.size, 3);
+      const pools = await client.poolList();
+      assert.deepEqual(pools.map((p) => [p.poolId, p.size]), [[pool, 2]]);
+      await client.poolClose(pool);
+      assert.deepEqual(await client.poolList(), []);
+      await assert.rejects(client.create({ pool }));
+    } finally {
+      await client.close();
+    }
+  });
+});
