@@ -109,9 +109,21 @@ type poolRequest struct {
 	// Op is "take" or "stats".
 	Op string `json:"op"`
 	// Detach leaves a sandbox taken running after the connection ends;
-	// Name is then its name.
-	Detach bool   `json:"detach,omitempty"`
-	Name   string `json:"name,omitempty"`
+	// Name is then its name, and Main, when given, its main command,
+	// which it runs until that ends (run -d --pool -- CMD).
+	Detach bool         `json:"detach,omitempty"`
+	Name   string       `json:"name,omitempty"`
+	Main   *poolCommand `json:"main,omitempty"`
+}
+
+// poolCommand is the main command of a detached sandbox taken from a pool.
+type poolCommand struct {
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dir     string            `json:"dir,omitempty"`
+	User    string            `json:"user,omitempty"`
+	TTY     bool              `json:"tty,omitempty"`
+	Timeout time.Duration     `json:"timeout,omitempty"`
 }
 
 // poolReply is an answer on a pool's control socket.
@@ -122,6 +134,8 @@ type poolReply struct {
 	// and its record removed.
 	Removed bool   `json:"removed,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// ExitCode goes with Error when the main command could not start.
+	ExitCode int `json:"exit_code,omitempty"`
 }
 
 // poolsRoot returns <home>/pools, made (0700) when missing.
@@ -618,7 +632,11 @@ func (s *poolServer) handle(conn net.Conn) {
 	}()
 	t, err := s.take(ctx, req)
 	if err != nil {
-		_ = enc.Encode(poolReply{Error: err.Error()})
+		code := 0
+		if se, ok := errors.AsType[*airlock.StartError](err); ok {
+			code = se.ExitCode()
+		}
+		_ = enc.Encode(poolReply{Error: err.Error(), ExitCode: code})
 		return
 	}
 	if err := enc.Encode(poolReply{SandboxID: t.sb.ID()}); err != nil || req.Detach {
@@ -653,15 +671,26 @@ func (s *poolServer) take(ctx context.Context, req poolRequest) (*takenSandbox, 
 		hub = &rpc.Hub{}
 	}
 	s.mu.Unlock()
-	sup, err := lifecycle.Begin(context.WithoutCancel(ctx), sb, lifecycle.Options{
+	opts := lifecycle.Options{
 		Store: s.store, Name: req.Name, Kind: state.KindPool, Config: s.asked,
 		Server: s.control, Events: hub, Logger: s.log,
-	})
+	}
+	var main *lifecycle.MainCommand
+	if req.Main != nil && req.Detach {
+		main = lifecycle.NewMainCommand()
+		opts.Main, opts.Command, opts.TTY = main, req.Main.Argv, req.Main.TTY
+	}
+	sup, err := lifecycle.Begin(context.WithoutCancel(ctx), sb, opts)
 	if err != nil {
 		_ = sb.Close()
 		return nil, err
 	}
 	t := &takenSandbox{sb: sb, sup: sup, detached: req.Detach}
+	if main != nil {
+		if err := s.startMain(sb, sup, main, req.Main); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {
@@ -683,6 +712,57 @@ func (s *poolServer) take(ctx context.Context, req poolRequest) (*takenSandbox, 
 	})
 	s.log.Info("sandbox taken", "sandbox", sb.ID(), "detached", req.Detach)
 	return t, nil
+}
+
+// startMain starts the main command of a detached sandbox taken from the
+// pool, as the supervisor of run -d does, and ends the sandbox when the
+// command ends.
+func (s *poolServer) startMain(sb *airlock.Sandbox, sup *lifecycle.Supervision, main *lifecycle.MainCommand, c *poolCommand) error {
+	fail := func(err error, code int) error {
+		main.Failed(err)
+		sup.End("failed to start", &code)
+		_ = sb.Close()
+		return err
+	}
+	if err := main.SetLog(s.store.LogPath(sb.ID())); err != nil {
+		return fail(err, 125)
+	}
+	p, err := sb.Start(context.WithoutCancel(s.ctx), airlock.Command{
+		Argv: c.Argv, Env: c.Env, Dir: c.Dir, User: c.User, TTY: c.TTY, Rows: 24, Cols: 80,
+		OpenStdin: true, Stdout: main.Stdout(), Stderr: main.Stderr(), Timeout: c.Timeout,
+	})
+	if err != nil {
+		code := 125
+		if se, ok := errors.AsType[*airlock.StartError](err); ok {
+			code = se.ExitCode()
+		}
+		return fail(err, code)
+	}
+	main.Started(p)
+	s.wg.Go(func() {
+		select {
+		case <-main.Done():
+		case <-sb.Done():
+			return
+		}
+		res, err := main.Wait()
+		reason, code := "", (*int)(nil)
+		switch {
+		case err != nil:
+			reason = "main command failed: " + err.Error()
+		case res.KilledBy == airlock.KilledByTimeout:
+			reason, code = "timeout", &res.ExitCode
+		default:
+			reason, code = "exited", &res.ExitCode
+		}
+		if sb.Err() != nil {
+			sup.EndFor(sb.Err(), reason)
+			return
+		}
+		sup.End(reason, code)
+		_ = sb.Close()
+	})
+	return nil
 }
 
 // end records why a taken sandbox stops, stops serving it and closes it.
@@ -793,7 +873,7 @@ func (a *app) runFromPool(ctx context.Context, cmd *cobra.Command, f *runFlags, 
 		return err
 	}
 	if f.detach {
-		return a.takeDetached(ctx, f, args)
+		return a.takeDetached(ctx, f, args, cmd.Flags().Changed("timeout"))
 	}
 	if f.name != "" {
 		return errors.New("--name needs --detach: a sandbox run in the foreground leaves no record to name")
@@ -848,18 +928,27 @@ func (a *app) runInTaken(ctx context.Context, f *runFlags, id string, env, args 
 	return a.execIn(ctx, c.Sandbox(id), &ef, args)
 }
 
-// takeDetached is run -d --pool: it takes a sandbox that runs on, prints
-// its id and returns.
-func (a *app) takeDetached(ctx context.Context, f *runFlags, args []string) error {
-	if len(args) > 0 {
-		return fmt.Errorf("run --detach --pool takes no command: the sandbox waits for `%s exec ID -- CMD`", a.name)
+// takeDetached is run -d --pool: it takes a sandbox that runs on, with
+// the main command given if any, prints its id and returns.
+func (a *app) takeDetached(ctx context.Context, f *runFlags, args []string, timeoutGiven bool) error {
+	if f.interactive {
+		return errors.New("--detach and --interactive cannot be combined: use airlock attach to reach a detached command's input")
 	}
-	for _, only := range []struct {
-		set  bool
-		flag string
-	}{{f.interactive, "--interactive"}, {f.tty, "--tty"}, {f.workdir != "", "--workdir"}, {f.user != "", "--user"}, {len(f.env)+len(f.envFiles) > 0, "--env"}} {
-		if only.set {
-			return fmt.Errorf("%s applies to a command, and run --detach --pool runs none: give it to %s exec", only.flag, a.name)
+	var main *poolCommand
+	if len(args) > 0 {
+		fromFiles, err := readEnvFiles(f.envFiles)
+		if err != nil {
+			return err
+		}
+		main = &poolCommand{Argv: args, Env: envFlags(append(fromFiles, f.env...)), Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout}
+	} else {
+		for _, only := range []struct {
+			set  bool
+			flag string
+		}{{f.tty, "--tty"}, {f.workdir != "", "--workdir"}, {f.user != "", "--user"}, {len(f.env)+len(f.envFiles) > 0, "--env"}, {timeoutGiven, "--timeout"}} {
+			if only.set {
+				return fmt.Errorf("%s applies to a command, and none was given after --: give it to %s exec", only.flag, a.name)
+			}
 		}
 	}
 	if f.name != "" {
@@ -877,13 +966,18 @@ func (a *app) takeDetached(ctx context.Context, f *runFlags, args []string) erro
 		return err
 	}
 	defer conn.Close()
-	rep, err := poolCall(ctx, conn, bufio.NewReader(conn), poolRequest{Op: "take", Detach: true, Name: f.name})
+	rep, err := poolCall(ctx, conn, bufio.NewReader(conn), poolRequest{Op: "take", Detach: true, Name: f.name, Main: main})
 	if err != nil {
+		code := 125
+		if rep.ExitCode != 0 {
+			code = rep.ExitCode
+		}
 		if f.asJSON {
 			_ = writeJSON(map[string]string{"error": err.Error()})
-			return exitError{125}
+		} else {
+			a.warnf("%s", termText(err.Error()))
 		}
-		return err
+		return exitError{code}
 	}
 	if f.asJSON {
 		return writeJSON(map[string]any{"sandbox_id": rep.SandboxID, "pool": f.pool})

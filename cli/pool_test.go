@@ -92,6 +92,16 @@ func TestPoolCLI(t *testing.T) {
 		t.Errorf("rm -f left records: %+v", l)
 	}
 
+	// A main command: its sandbox ends with it, as run -d's does.
+	h.must(nil, "run", "-d", "--pool", "warm", "--name", "job", "--", "sh", "-c", "echo $FROM; exit 4")
+	if out := h.must(nil, "wait", "job"); out != "4\n" {
+		t.Errorf("wait on a main command run -d --pool started: %q", out)
+	}
+	if out := h.must(nil, "logs", "job"); out != "pool\n" {
+		t.Errorf("logs of a main command run -d --pool started: %q", out)
+	}
+	h.must(nil, "rm", "job")
+
 	var pools []poolListed
 	deadline := time.Now().Add(30 * time.Second)
 	for {

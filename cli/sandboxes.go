@@ -173,7 +173,7 @@ left as the command's handling of it leaves it.`,
 					if err != nil {
 						return err
 					}
-					if r.Kind != state.KindDetached || len(r.Command) == 0 {
+					if len(r.Command) == 0 {
 						return fmt.Errorf("it has no main command to signal (only sandboxes started with a command by %s run -d have one)", a.name)
 					}
 					return a.signalMain(cmd.Context(), store, id, signal)
@@ -541,7 +541,7 @@ func (a *app) stopSandbox(ctx context.Context, store *state.Store, id string, gr
 	if r.Status != state.StatusRunning {
 		return nil // stopped already: as docker, not an error
 	}
-	if len(r.Command) > 0 && r.Kind == state.KindDetached && grace > 0 && a.signalMain(ctx, store, id, "TERM") == nil {
+	if len(r.Command) > 0 && grace > 0 && a.signalMain(ctx, store, id, "TERM") == nil {
 		deadline := time.Now().Add(grace)
 		for time.Now().Before(deadline) {
 			if r, err := store.Get(id); err == nil && r.Status != state.StatusRunning {
