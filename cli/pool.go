@@ -639,10 +639,12 @@ func (s *poolServer) handle(conn net.Conn) {
 		_ = enc.Encode(poolReply{Error: err.Error(), ExitCode: code})
 		return
 	}
-	if err := enc.Encode(poolReply{SandboxID: t.sb.ID()}); err != nil || req.Detach {
-		if err != nil {
-			s.end(t, "taker gone")
-		}
+	if err := enc.Encode(poolReply{SandboxID: t.sb.ID()}); err != nil {
+		// Nobody learnt its id.
+		s.remove(t, "taker gone")
+		return
+	}
+	if req.Detach {
 		return
 	}
 	// Run --pool: the sandbox lasts as long as the connection.
@@ -650,11 +652,16 @@ func (s *poolServer) handle(conn net.Conn) {
 	case <-gone:
 	case <-s.ctx.Done():
 	}
-	s.end(t, "removed")
+	s.remove(t, "removed")
+	_ = enc.Encode(poolReply{SandboxID: t.sb.ID(), Removed: true})
+}
+
+// remove ends a taken sandbox and removes its record.
+func (s *poolServer) remove(t *takenSandbox, reason string) {
+	s.end(t, reason)
 	if err := s.store.Remove(t.sb.ID()); err != nil {
 		s.log.Warn("could not remove the record of a sandbox taken from the pool", "sandbox", t.sb.ID(), "err", err)
 	}
-	_ = enc.Encode(poolReply{SandboxID: t.sb.ID(), Removed: true})
 }
 
 // take takes a ready sandbox from the pool, records it and serves its
@@ -853,16 +860,15 @@ func poolCall(ctx context.Context, conn net.Conn, br *bufio.Reader, req poolRequ
 	return rep, nil
 }
 
-// poolOnlyFlags are the flags of run that go with --pool: the others
-// configure a new sandbox.
-var poolOnlyFlags = []string{"pool", "detach", "name", "workdir", "user", "timeout", "interactive", "tty", "json", "quiet", "env", "env-file"}
-
 // runFromPool is run --pool: it takes a sandbox from the pool and runs
 // the command in it as run does, or with --detach leaves it running.
 func (a *app) runFromPool(ctx context.Context, cmd *cobra.Command, f *runFlags, args []string) error {
+	// The flags of run that go with --pool: the others configure a new
+	// sandbox.
+	withPool := []string{"pool", "detach", "name", "workdir", "user", "timeout", "interactive", "tty", "json", "quiet", "env", "env-file"}
 	var bad []string
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		if !slices.Contains(poolOnlyFlags, fl.Name) {
+		if !slices.Contains(withPool, fl.Name) {
 			bad = append(bad, "--"+fl.Name)
 		}
 	})

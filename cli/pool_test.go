@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -141,4 +142,48 @@ func TestPoolCLI(t *testing.T) {
 	if pools := h.poolLs(); len(pools) != 0 {
 		t.Errorf("pool ls after pool rm: %+v", pools)
 	}
+}
+
+// TestPoolSupervisorKilled: a pool supervisor killed with SIGKILL takes
+// the sandboxes it serves with it; pool ls says so, and pool rm removes
+// what it left.
+func TestPoolSupervisorKilled(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	t.Cleanup(func() { h.run(nil, "pool", "rm", "doomed") })
+	h.must(nil, "pool", "create", "--name", "doomed", "--size", "1")
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--pool", "doomed", "--", "sleep", "1000"))
+	pools := h.poolLs()
+	if len(pools) != 1 || pools[0].PID <= 0 {
+		t.Fatalf("pool ls: %+v", pools)
+	}
+	pid := pools[0].PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitGone(pid, 0, 10*time.Second) {
+		t.Fatalf("pool supervisor %d outlived SIGKILL", pid)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesOf(id)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := processesOf(id); len(p) > 0 {
+		t.Errorf("processes of sandbox %s outlived its pool's supervisor: %v", id, p)
+	}
+	if rec := h.list()[id]; rec.Status != "crashed" {
+		t.Errorf("sandbox of a killed pool: %+v", rec)
+	}
+	if pools := h.poolLs(); len(pools) != 1 || !strings.HasPrefix(pools[0].Status, "dead") {
+		t.Errorf("pool ls after SIGKILL: %+v", pools)
+	}
+	r := h.run(nil, "run", "--pool", "doomed", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "died") {
+		t.Errorf("run --pool on a dead pool: exit %d, stderr %q", r.code, r.stderr)
+	}
+	h.must(nil, "pool", "rm", "doomed")
+	if ents, err := os.ReadDir(filepath.Join(h.home, "pools")); err != nil || len(ents) != 0 {
+		t.Errorf("pools after pool rm: %v %v", ents, err)
+	}
+	h.must(nil, "rm", id)
 }

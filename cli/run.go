@@ -84,7 +84,12 @@ kernel memory too, and a disk (--disk): its writable tree, /dev/shm
 included. A disk of at most half of --memory is a tmpfs, held in that
 memory; a larger one is an ext4 filesystem in a file under
 $AIRLOCK_HOME/disks, which needs root. Either way a full disk fails
-writes with "No space left on device", never with an out-of-memory kill.`,
+writes with "No space left on device", never with an out-of-memory kill.
+
+--pool NAME takes a started sandbox from a pool (airlock pool create)
+instead of starting one: the command runs at once, with the pool's
+configuration, and the sandbox is removed afterwards; with --detach it
+is left running, as run --detach leaves one.`,
 		Example: `  airlock run -- python3 -c 'print(1)'
   airlock run --memory 256m --timeout 10s -- sh -c 'echo hi'
   airlock run -it -- bash
@@ -92,6 +97,7 @@ writes with "No space left on device", never with an out-of-memory kill.`,
   airlock run --json -- ls /
   airlock run -v "$PWD":/src:ro --mount type=memory,target=/workspace -- make -C /src O=/workspace
   airlock run --detach --timeout 1h     # prints an id; then airlock exec ID -- CMD
+  airlock run --pool warm -- python3 -c 'print(1)'   # a sandbox of pool warm (airlock pool create --name warm --size 2)
   airlock run -d -p 8080:8000 -- python3 -m http.server 8000   # http://127.0.0.1:8080 on the host
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
