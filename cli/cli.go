@@ -80,9 +80,10 @@
 // one run does once, but rpc, --rpc and mcp may do several times in
 // one process, and the sandboxes then share its files.
 //
-// run --detach starts the sandbox's supervisor by running the program
-// again (os.Executable) with a hidden command: the program must build
-// the same Options each time it starts, as a main function does.
+// run --detach starts the sandbox's supervisor, and pool create a pool's,
+// by running the program again (os.Executable) with a hidden command: the
+// program must build the same Options each time it starts, as a main
+// function does.
 package cli
 
 import (
