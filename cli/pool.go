@@ -289,8 +289,9 @@ func (a *app) newPoolCreateCmd() *cobra.Command {
 		Use:   "create [flags] --size N",
 		Short: "Start a pool of sandboxes kept ready, and print its name",
 		Long: `Start a pool that keeps --size sandboxes of the configuration the flags
-give (those of run) started and ready, and print its name. It starts
-them in the background, two at a time, and replaces each one taken.
+give (those of run) started and ready, and print its name once a first
+one has started (or fail with the start's error). It starts them in the
+background, two at a time, and replaces each one taken.
 A sandbox's --timeout is given when it is taken (run --timeout).`,
 		Example: `  airlock pool create --size 2
   airlock pool create --name vms --size 4 --isolation vm --memory 512m`,
@@ -511,6 +512,10 @@ func (a *app) supervisePool(ctx context.Context) error {
 		return fail(err)
 	}
 	s.pool = pool
+	if err := firstStart(stopped, pool); err != nil {
+		_ = pool.Close()
+		return fail(fmt.Errorf("start pool %s: %w", spec.Name, err))
+	}
 	ln, err := lifecycle.Listen(dir, poolSocket)
 	if err != nil {
 		_ = pool.Close()
@@ -525,6 +530,40 @@ func (a *app) supervisePool(ctx context.Context) error {
 	s.shutdown()
 	log.Info("pool removed")
 	return nil
+}
+
+// firstStart waits until a start of the pool has ended, and returns the
+// error of the last when none succeeded: a configuration that cannot
+// start a sandbox fails pool create, not every run --pool after it.
+func firstStart(ctx context.Context, pool *airlock.Pool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := pool.Stats()
+		if st.Started > 0 {
+			return nil
+		}
+		if st.Failed > 0 {
+			// Get with a context already done answers at once: with the
+			// last start's error when no start is under way.
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			sb, err := pool.Get(done)
+			switch {
+			case err == nil:
+				// A retry succeeded meanwhile; the pool replaces it.
+				_ = sb.Close()
+				return nil
+			case !errors.Is(err, context.Canceled):
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
 }
 
 // poolServer serves a pool's control socket.
