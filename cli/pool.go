@@ -626,6 +626,10 @@ func (s *poolServer) serve(ln net.Listener) {
 		}
 		s.wg.Go(func() {
 			defer conn.Close()
+			// When the pool is removed, a connection that has sent
+			// nothing, or waits to end its sandbox, stops reading.
+			stop := context.AfterFunc(s.ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+			defer stop()
 			s.handle(conn)
 		})
 	}
