@@ -505,7 +505,10 @@ func (a *app) supervisePool(ctx context.Context) error {
 	}
 	s.ctx, s.cancel = context.WithCancel(work)
 	cfg := asked
-	cfg.Logger = log
+	if cfg.Logger == nil {
+		// The built-in configuration's logger wins, as for run.
+		cfg.Logger = log
+	}
 	cfg.OnEvent = both(cfg.OnEvent, s.publish)
 	pool, err := airlock.NewPool(work, cfg, spec.Size)
 	if err != nil {
