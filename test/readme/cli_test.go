@@ -145,3 +145,31 @@ func TestReadmeDetachedSession(t *testing.T) {
 // shellQuoteless is line without single quotes, to name it in a message
 // that is itself single-quoted.
 func shellQuoteless(line string) string { return strings.ReplaceAll(line, "'", "") }
+
+// TestReadmeWarmPools runs README.md's block on pools at the command line
+// as one shell session, in order: every line must succeed, and the pool
+// it made is gone after its last.
+func TestReadmeWarmPools(t *testing.T) {
+	e := newReadmeEnv(t, "readme-pools-")
+	t.Cleanup(func() {
+		rm := exec.Command(filepath.Join(e.bins, "airlock"), "pool", "rm", "py")
+		rm.Env = append(os.Environ(), "AIRLOCK_HOME="+e.home)
+		rm.Run()
+	})
+	var script strings.Builder
+	script.WriteString("set -u\n")
+	lines := commandLines(blockAfter(t, "### Warm pools", "sh"))
+	for i, line := range lines {
+		fmt.Fprintf(&script, "%s || { echo 'line %d (%s) failed' >&2; exit 1; }\n", line, i+1, shellQuoteless(line))
+	}
+	out, err := e.run(t, script.String(), "")
+	if err != nil {
+		t.Fatalf("README.md's pool session failed: %v\n%s", err, out)
+	}
+	if len(lines) < 8 || !strings.Contains(out, "1\n") || !strings.Contains(out, "done\n") {
+		t.Errorf("the pool session ran %d lines and printed:\n%s", len(lines), out)
+	}
+	if ents, err := os.ReadDir(filepath.Join(e.home, "pools")); err != nil || len(ents) != 0 {
+		t.Errorf("pools left after the session: %v %v", ents, err)
+	}
+}
