@@ -341,6 +341,13 @@ func (a *app) createPool(ctx context.Context, f *runFlags, size int) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if size > 1 {
+		for _, p := range cfg.Ports {
+			if p.HostPort != 0 {
+				return fmt.Errorf("-p with host port %d: the %d sandboxes of a pool cannot all bind it; give the sandbox port alone (-p %d), and each binds a free host port (airlock port ID shows it)", p.HostPort, size, p.SandboxPort)
+			}
+		}
+	}
 	// Got here, with progress, so that the supervisor finds it.
 	if cfg.Image != "" {
 		if !f.quiet {
