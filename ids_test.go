@@ -86,6 +86,9 @@ func TestIDsUsers(t *testing.T) {
 		if got := mustRun(t, ctx, sb, "cp /usr/bin/id /workspace/id && chmod 4755 /workspace/id && su bob -c /workspace/id"); !strings.Contains(got, "uid=1000(bob)") || !strings.Contains(got, "euid=0(root)") {
 			t.Errorf("a set-uid-root id run by bob: %q, want uid bob and euid root", got)
 		}
+		if lv == airlock.IsolationVM {
+			return // a VM's ids are its guest kernel's own: all of them exist, and none is the host's
+		}
 		// Ids past the map do not exist.
 		if out := mustFail(t, ctx, sb, "chown 65537 /workspace/f"); !strings.Contains(out, "Invalid argument") {
 			t.Errorf("chown to an id past the map: %q, want EINVAL", out)

@@ -199,7 +199,7 @@ func TestCommandLine(t *testing.T) {
 	if _, err := tscKHz(strings.NewReader("processor\t: 0\n")); err == nil {
 		t.Error("tscKHz without cpu MHz: no error")
 	}
-	if got, want := CommandLine(khz, "quiet"), "console=ttyS0 panic=-1 reboot=t tsc_early_khz=2300000 quiet"; got != want {
+	if got, want := CommandLine(khz, "quiet"), "console=ttyS0 panic=-1 reboot=t no_timer_check tsc_early_khz=2300000 quiet"; got != want {
 		t.Errorf("CommandLine = %q, want %q", got, want)
 	}
 }

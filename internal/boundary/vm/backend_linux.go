@@ -257,11 +257,10 @@ const qemuOverheadMB = 256 + tcgCacheMB
 // qemuPids bounds QEMU's threads (vCPUs, I/O, RCU, the 9p workers).
 const qemuPids = 256
 
-// jail decides how QEMU is confined: always in namespaces of its own and
-// chrooted into an empty directory; under root, as a host uid of its
-// own too. A writable share (a read-write direct mount) needs root's
-// access to the host's files and QEMU's /proc: then QEMU keeps both, and
-// the notes say so.
+// jail decides how QEMU is confined: always in namespaces of its own;
+// chrooted into an empty directory and, under root, as a host uid of its
+// own, unless it serves a prepared root or a direct mount over 9p (see
+// below), which the notes then say.
 func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jail, error) {
 	j := Jail{Namespaces: true, Chroot: filepath.Join(dir, "jail"), UID: -1, GID: -1}
 	if err := os.Mkdir(j.Chroot, 0o755); err != nil {
@@ -270,18 +269,16 @@ func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jai
 	if os.Getuid() != 0 {
 		return j, nil
 	}
+	// QEMU 7.2's 9p reaches files through /proc/self/fd (to set a new
+	// file's mode, to read attributes), which an empty root lacks, and
+	// reads them with QEMU's ids: a share of a prepared root or a direct
+	// mount keeps QEMU at the caller's ids and in the host's root (still
+	// in its namespaces, cgroup and seccomp filter); the host's own
+	// system directories, world-readable and read-only, do not.
 	for _, sh := range shares {
-		switch {
-		case !sh.Readonly:
-			// QEMU's 9p sets a new file's mode through /proc/self/fd,
-			// which an empty root lacks.
+		if !strings.HasPrefix(sh.Tag, hostShare) {
 			j.Chroot = ""
-			s.notes = append(s.notes, "vm: QEMU keeps root's uid and the host's root (in its own namespaces, under its seccomp filter) because a writable direct mount needs root's access to "+sh.Path)
-			return j, nil
-		case !strings.HasPrefix(sh.Tag, hostShare):
-			// A prepared root or a read-only direct mount is read with
-			// root's access, as at the process level.
-			s.notes = append(s.notes, "vm: QEMU keeps root's uid (in its own namespaces, chrooted, under its seccomp filter) to read "+sh.Path+" with root's access")
+			s.notes = append(s.notes, "vm: QEMU keeps this process's ids and the host's root (in its own namespaces and cgroup, under its seccomp filter) to serve "+sh.Path+" over 9p")
 			return j, nil
 		}
 	}
