@@ -372,7 +372,7 @@ func TestCreateParams(t *testing.T) {
 		{map[string]any{"resources": map[string]any{"memory_mb": 1}}, api.CodeInvalidParams, "memory_mb"},
 		{map[string]any{"isolation": "teleport"}, api.CodeInvalidParams, "isolation"},
 		{map[string]any{"env": map[string]any{"A=B": "x"}}, api.CodeInvalidParams, "A=B"},
-		{map[string]any{"isolation": "vm"}, api.CodeUnsupported, "doctor"},
+		{map[string]any{"isolation": "gvisor"}, api.CodeUnsupported, "doctor"},
 	}
 	for i, r := range refused {
 		e := wantError(t, c.call(fmt.Sprintf("bad-%d", i), api.MethodCreate, r.params), r.code)

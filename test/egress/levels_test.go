@@ -32,7 +32,11 @@ func TestOtherLevels(t *testing.T) {
 	if os.Getenv(envLevel) != "" {
 		t.Skip("already a re-run for one level")
 	}
-	newEnv(t) // root, and the test network
+	// Root, as newEnv asks, but not the test network: each re-run
+	// makes its own, on the same addresses.
+	if os.Geteuid() != 0 {
+		t.Skip("network egress needs root")
+	}
 	for _, lv := range []airlock.Isolation{airlock.IsolationGVisor, airlock.IsolationVM} {
 		t.Run(string(lv), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
