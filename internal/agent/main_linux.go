@@ -113,21 +113,9 @@ func Main(args []string) {
 // file to the host over the inherited socket, and keeps nothing of it.
 func makeLink(l *agentproto.LinkSpec) error {
 	defer unix.Close(l.FD)
-	c := tap.Config{Name: l.Name, MTU: l.MTU}
-	var err error
-	if c.Address, err = netip.ParsePrefix(l.Address); err != nil {
+	c, err := tapConfig(l)
+	if err != nil {
 		return err
-	}
-	if c.Gateway, err = netip.ParseAddr(l.Gateway); err != nil {
-		return err
-	}
-	if l.AddressV6 != "" {
-		if c.AddressV6, err = netip.ParsePrefix(l.AddressV6); err != nil {
-			return err
-		}
-		if c.GatewayV6, err = netip.ParseAddr(l.GatewayV6); err != nil {
-			return err
-		}
 	}
 	f, err := tap.CreateHere(c)
 	if err != nil {
@@ -135,6 +123,27 @@ func makeLink(l *agentproto.LinkSpec) error {
 	}
 	defer f.Close()
 	return tap.Send(l.FD, f)
+}
+
+// tapConfig is the interface l describes.
+func tapConfig(l *agentproto.LinkSpec) (tap.Config, error) {
+	c := tap.Config{Name: l.Name, MTU: l.MTU}
+	var err error
+	if c.Address, err = netip.ParsePrefix(l.Address); err != nil {
+		return c, err
+	}
+	if c.Gateway, err = netip.ParseAddr(l.Gateway); err != nil {
+		return c, err
+	}
+	if l.AddressV6 != "" {
+		if c.AddressV6, err = netip.ParsePrefix(l.AddressV6); err != nil {
+			return c, err
+		}
+		if c.GatewayV6, err = netip.ParseAddr(l.GatewayV6); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 func reapOrphans() {

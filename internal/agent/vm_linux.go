@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -326,20 +325,9 @@ func vmLink(l *agentproto.LinkSpec) error {
 			return fmt.Errorf("rename %s to %s: %w", eth.Attrs().Name, l.Name, err)
 		}
 	}
-	c := tap.Config{Name: l.Name, MTU: l.MTU}
-	if c.Address, err = netip.ParsePrefix(l.Address); err != nil {
+	c, err := tapConfig(l)
+	if err != nil {
 		return err
-	}
-	if c.Gateway, err = netip.ParseAddr(l.Gateway); err != nil {
-		return err
-	}
-	if l.AddressV6 != "" {
-		if c.AddressV6, err = netip.ParsePrefix(l.AddressV6); err != nil {
-			return err
-		}
-		if c.GatewayV6, err = netip.ParseAddr(l.GatewayV6); err != nil {
-			return err
-		}
 	}
 	return tap.Configure(c)
 }

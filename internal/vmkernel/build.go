@@ -85,7 +85,7 @@ func Build(ctx context.Context, opts BuildOptions) (k Kernel, cached bool, err e
 	if err := os.MkdirAll(filepath.Join(root, ".locks"), 0o755); err != nil {
 		return Kernel{}, false, fmt.Errorf("make the kernel cache: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(root, ".locks", key))
+	unlock, err := Lock(ctx, filepath.Join(root, ".locks", key))
 	if err != nil {
 		return Kernel{}, false, fmt.Errorf("wait for another build of the %s kernel: %w", opts.Arch, err)
 	}

@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lock takes the flock of path, waiting until it is free or ctx ends.
+// Lock takes the flock of path, waiting until it is free or ctx ends.
 // The kernel releases it when its holder dies.
-func lock(ctx context.Context, path string) (unlock func(), err error) {
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func remove(ctx context.Context, cacheDir string, k Kernel) error {
 	if err := os.MkdirAll(filepath.Join(root, ".locks"), 0o755); err != nil {
 		return fmt.Errorf("remove the guest kernel %s: %w", k.Key, err)
 	}
-	unlock, err := lock(ctx, filepath.Join(root, ".locks", k.Key))
+	unlock, err := Lock(ctx, filepath.Join(root, ".locks", k.Key))
 	if err != nil {
 		return fmt.Errorf("wait for a build of the guest kernel %s: %w", k.Key, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
 // A snapshot is a machine saved while its agent waits for its boot
@@ -74,7 +74,7 @@ func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd i
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(root, key+".lock"))
+	unlock, err := vmkernel.Lock(ctx, filepath.Join(root, key+".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -212,31 +212,6 @@ func (m *Machine) Resume(ctx context.Context) error {
 		case <-m.Done():
 			return m.Err()
 		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
-// lockFile takes an exclusive lock of path, waiting until it is free or
-// ctx ends.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
