@@ -158,12 +158,12 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if nw != nil {
 		pol = nw.policy
 	}
-	fsys, err := buildVFS(&c, pol, nil)
+	fsys, err := buildVFS(&c, pol, nil, !be.BindsHostDirs())
 	if err != nil {
 		nw.close()
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
 	}
-	boot := bootcfg.Boot(bootInput(id, &c, st))
+	boot := bootcfg.Boot(bootInput(id, &c, st, be.BindsHostDirs()))
 	fsys.boot(boot)
 	if nw != nil {
 		nw.configureBoot(boot)

@@ -13,8 +13,10 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
-// bootInput is what the agent's boot configuration is made from.
-func bootInput(id string, c *Config, st storage) bootcfg.Input {
+// bootInput is what the agent's boot configuration is made from. Direct
+// mounts are in it when the backend binds host directories (binds);
+// otherwise buildVFS serves them.
+func bootInput(id string, c *Config, st storage, binds bool) bootcfg.Input {
 	in := bootcfg.Input{
 		ID: id, Hostname: c.Hostname, RootFS: c.RootFS, Env: c.Env,
 		DiskBytes: st.SizeBytes, Inodes: st.Inodes,
@@ -25,6 +27,9 @@ func bootInput(id string, c *Config, st storage) bootcfg.Input {
 		in.RootFS, in.FromImage, in.ImageEnv = c.image.rootfs, true, c.image.info.Env
 	}
 	for _, t := range sortedKeys(c.VFS.DirectMounts) {
+		if !binds {
+			break
+		}
 		d := c.VFS.DirectMounts[t]
 		in.Direct = append(in.Direct, agentproto.DirectMount{Target: t, HostPath: d.HostPath, Readonly: d.Readonly})
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,15 +29,34 @@ type sandboxVFS struct {
 	// watched are the providers whose changes from the host the
 	// sandbox must see at once, by target.
 	watched map[string]vfs.Watcher
+	// direct are the targets of direct mounts served here: no hook sees
+	// them and no event reports them, as for a bound directory.
+	direct []string
 	// emit reports a file event.
 	emit func(Event)
 }
 
-// buildVFS makes the providers c describes. It returns nil when c has
-// no programmable mount.
-func buildVFS(c *Config, pol *policy.Policy, emit func(Event)) (*sandboxVFS, error) {
+// buildVFS makes the providers c describes, and, with serveDirect (a
+// backend that cannot bind host directories), the direct mounts as
+// real_fs mounts. It returns nil when there is nothing to serve.
+func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool) (*sandboxVFS, error) {
 	all := make(map[string]vfs.Provider, len(c.VFS.Mounts)+len(c.VFS.Providers))
 	watched := map[string]vfs.Watcher{}
+	var direct []string
+	if serveDirect {
+		for _, t := range sortedKeys(c.VFS.DirectMounts) {
+			d := c.VFS.DirectMounts[t]
+			p, err := MountSpec{Type: MountRealFS, HostPath: d.HostPath, Readonly: d.Readonly}.provider(0)
+			if err != nil {
+				return nil, fmt.Errorf("vfs.direct_mounts[%s]: %w", t, err)
+			}
+			all[t] = p
+			if w, ok := p.(vfs.Watcher); ok {
+				watched[t] = w
+			}
+			direct = append(direct, t)
+		}
+	}
 	for _, t := range sortedKeys(c.VFS.Mounts) {
 		spec := c.VFS.Mounts[t]
 		p, err := spec.provider(c.DiskMB << 20)
@@ -57,7 +77,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event)) (*sandboxVFS, err
 	if len(all) == 0 {
 		return nil, nil
 	}
-	v := &sandboxVFS{watched: watched, emit: emit}
+	v := &sandboxVFS{watched: watched, direct: direct, emit: emit}
 	targets := make([]string, 0, len(all))
 	for t := range all {
 		targets = append(targets, t)
@@ -74,10 +94,10 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event)) (*sandboxVFS, err
 	}
 	tree := mounts.Block(vfs.NewMountRouter(all), blocked)
 	if hooksSet(c.VFS.Hooks) {
-		tree = vfs.WithHooks(tree, c.VFS.Hooks)
+		tree = vfs.WithHooks(tree, outside(c.VFS.Hooks, direct))
 	}
 	if pol != nil && pol.HasFileHook() {
-		tree = vfs.WithHooks(tree, scriptHooks(pol, c.Logger))
+		tree = vfs.WithHooks(tree, outside(scriptHooks(pol, c.Logger), direct))
 	}
 	v.tree = vfs.Observe(tree, v.event)
 	return v, nil
@@ -128,8 +148,65 @@ func hooksSet(h vfs.Hooks) bool {
 	return h.BeforeOpen != nil || h.BeforeWrite != nil || h.AfterWrite != nil || h.BeforeRemove != nil || h.BeforeRename != nil
 }
 
+// outside is h for every path but those within one of the targets,
+// which no hook sees.
+func outside(h vfs.Hooks, targets []string) vfs.Hooks {
+	if len(targets) == 0 {
+		return h
+	}
+	in := func(p string) bool {
+		return slices.ContainsFunc(targets, func(t string) bool { return mounts.Within(p, t) })
+	}
+	out := h
+	if f := h.BeforeOpen; f != nil {
+		out.BeforeOpen = func(ctx context.Context, p string, flags int) error {
+			if in(p) {
+				return nil
+			}
+			return f(ctx, p, flags)
+		}
+	}
+	if f := h.BeforeWrite; f != nil {
+		out.BeforeWrite = func(ctx context.Context, p string, off int64, n int) error {
+			if in(p) {
+				return nil
+			}
+			return f(ctx, p, off, n)
+		}
+	}
+	if f := h.AfterWrite; f != nil {
+		out.AfterWrite = func(ctx context.Context, p string, n int) {
+			if !in(p) {
+				f(ctx, p, n)
+			}
+		}
+	}
+	if f := h.BeforeRemove; f != nil {
+		out.BeforeRemove = func(ctx context.Context, p string) error {
+			if in(p) {
+				return nil
+			}
+			return f(ctx, p)
+		}
+	}
+	if f := h.BeforeRename; f != nil {
+		// A rename between a direct mount and another mount fails
+		// (EXDEV): both names are in one, or neither is.
+		out.BeforeRename = func(ctx context.Context, from, to string) error {
+			if in(from) && in(to) {
+				return nil
+			}
+			return f(ctx, from, to)
+		}
+	}
+	return out
+}
+
 func (v *sandboxVFS) event(e vfs.Event) {
 	if v.emit == nil {
+		return
+	}
+	if slices.ContainsFunc(v.direct, func(t string) bool { return mounts.Within(e.Path, t) }) {
 		return
 	}
 	v.emit(Event{Type: EventFile, File: &FileEvent{Op: e.Op, Path: e.Path, To: e.To, Size: e.Size, Blocked: e.Blocked, Reason: e.Reason}})

@@ -148,9 +148,8 @@ type Boot struct {
 // user commands.
 type VMSpec struct {
 	// Mounts are made, in order, before the root is built: the root's
-	// lower layer (Root.RootFS names its Target), the host directories
-	// that a default root is made of, and those of direct mounts
-	// (Root.Direct names their Target as HostPath).
+	// lower layer (Root.RootFS names its Target), and the host
+	// directories that a default root is made of.
 	Mounts []VMMount `cbor:"mounts,omitempty"`
 	// Scratch, when set, is the serial of an empty ext4 disk that is the
 	// writable tree, in place of a tmpfs (a disk larger than memory

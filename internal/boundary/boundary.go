@@ -28,6 +28,11 @@ type Backend interface {
 	// CheckNetwork says, before anything is made, whether a sandbox with
 	// a network interface can start here, and what to do if not.
 	CheckNetwork() error
+	// BindsHostDirs reports whether the backend puts direct mounts
+	// (Boot.Root.Direct, host directories) into the sandbox itself.
+	// When it does not, the host serves them as real_fs mounts over the
+	// agent's file protocol, and Boot.Root.Direct is empty.
+	BindsHostDirs() bool
 	// Start starts the agent and fills in the boundary's own parts of
 	// boot (the caller then makes the handshake on Sandbox.Conn).
 	Start(ctx context.Context, spec Spec, boot *agentproto.Boot) (Sandbox, error)

@@ -40,6 +40,10 @@ func (Backend) CheckNetwork() error {
 	return nil
 }
 
+// BindsHostDirs: the agent binds direct mounts from descriptors the
+// host opened.
+func (Backend) BindsHostDirs() bool { return true }
+
 // Start starts the agent in new namespaces. With spec.Link, the TAP
 // device is made while the agent boots: from here as root, by the agent
 // otherwise (Link receives it after the handshake).

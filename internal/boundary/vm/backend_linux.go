@@ -27,11 +27,8 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
-// Where the guest's agent mounts the VM's devices.
-const (
-	guestLower  = "/run/airlock/lower"
-	guestDirect = "/run/airlock/direct/"
-)
+// guestLower is where the guest's agent mounts the root's lower layer.
+const guestLower = "/run/airlock/lower"
 
 // hostShare begins the tags of the host's own directories that a default
 // root shares (world-readable system files).
@@ -57,6 +54,13 @@ var _ boundary.Backend = Backend{}
 // CheckNetwork: a VM's network needs nothing of the host (no TAP, no
 // root): its frames come out of a socket QEMU inherits.
 func (Backend) CheckNetwork() error { return nil }
+
+// BindsHostDirs: no. QEMU's 9p cannot make a FIFO or a socket in a
+// writable share (7.2 refuses to open a special file, even to set its
+// mode), and serving a host directory would keep QEMU at the caller's
+// ids and in the host's root; the host serves direct mounts as real_fs
+// mounts instead, and QEMU stays jailed.
+func (Backend) BindsHostDirs() bool { return false }
 
 // Sandbox is a running micro-VM.
 type Sandbox struct {
@@ -117,7 +121,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	cfg.CPUs = max(1, int(math.Ceil(spec.Limits.CPUs)))
 	cfg.MemoryMB = memoryMB(spec.Limits.MemoryBytes)
 	rd := initrd{}
-	v := &agentproto.VMSpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, Time: time.Now().UnixNano(), Seed: make([]byte, 64)}
+	v := &agentproto.VMSpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, Seed: make([]byte, 64)}
 	// A restored guest's random state is the snapshot's, shared with
 	// every other restore: it is reseeded from the host's.
 	if _, err := rand.Read(v.Seed); err != nil {
@@ -164,16 +168,8 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		cfg.Disks = append(cfg.Disks, Disk{Serial: "scratch", File: f})
 		v.Scratch = "scratch"
 	}
-	for i := range boot.Root.Direct {
-		d := &boot.Root.Direct[i]
-		if d.FD != 0 {
-			return nil, errors.New("a direct mount of the vm level is a host path, not a descriptor")
-		}
-		tag := "direct-" + strconv.Itoa(i)
-		target := guestDirect + strconv.Itoa(i)
-		cfg.Shares = append(cfg.Shares, Share{Tag: tag, Path: d.HostPath, Readonly: d.Readonly})
-		v.Mounts = append(v.Mounts, agentproto.VMMount{Source: tag, Type: "9p", Target: target, Readonly: d.Readonly})
-		d.HostPath = target
+	if len(boot.Root.Direct) > 0 {
+		return nil, errors.New("the vm level does not bind host directories: its direct mounts are served by the host (BindsHostDirs)")
 	}
 	if l := spec.Link; l != nil {
 		v.Link = &agentproto.LinkSpec{
@@ -235,6 +231,9 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		return nil, err
 	}
 	s.conn = c
+	// The clock the guest sets is read now, when the agent waits for
+	// its boot, not before the guest booted.
+	v.Time = time.Now().UnixNano()
 	return s, nil
 }
 
@@ -259,8 +258,8 @@ const qemuPids = 256
 
 // jail decides how QEMU is confined: always in namespaces of its own;
 // chrooted into an empty directory and, under root, as a host uid of its
-// own, unless it serves a prepared root or a direct mount over 9p (see
-// below), which the notes then say.
+// own, unless it serves a prepared root over 9p (see below), which the
+// notes then say.
 func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jail, error) {
 	j := Jail{Namespaces: true, Chroot: filepath.Join(dir, "jail"), UID: -1, GID: -1}
 	if err := os.Mkdir(j.Chroot, 0o755); err != nil {
@@ -271,10 +270,10 @@ func (s *Sandbox) jail(ctx context.Context, id, dir string, shares []Share) (Jai
 	}
 	// QEMU 7.2's 9p reaches files through /proc/self/fd (to set a new
 	// file's mode, to read attributes), which an empty root lacks, and
-	// reads them with QEMU's ids: a share of a prepared root or a direct
-	// mount keeps QEMU at the caller's ids and in the host's root (still
-	// in its namespaces, cgroup and seccomp filter); the host's own
-	// system directories, world-readable and read-only, do not.
+	// reads them with QEMU's ids: a share of a prepared root keeps QEMU
+	// at the caller's ids and in the host's root (still in its
+	// namespaces, cgroup and seccomp filter); the host's own system
+	// directories, world-readable and read-only, do not.
 	for _, sh := range shares {
 		if !strings.HasPrefix(sh.Tag, hostShare) {
 			j.Chroot = ""

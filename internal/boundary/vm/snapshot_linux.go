@@ -22,7 +22,7 @@ import (
 // makes it that sandbox (identity, clock, RNG seed, network address,
 // mounts). A machine with 9p shares cannot be saved (QEMU refuses to
 // migrate a mounted share): sandboxes whose root is an image attached as
-// a disk, without direct mounts, use snapshots.
+// a disk use snapshots (their direct mounts are served by the host).
 
 // snapshotVersion changes when what a snapshot holds does.
 const snapshotVersion = "airlock-vm-snapshot/1"
