@@ -63,6 +63,14 @@ func startReal(t *testing.T, opts Options) *Client {
 	t.Cleanup(func() {
 		t0 := time.Now()
 		defer func() { t.Logf("Close took %v", time.Since(t0)) }()
+		// A server that has not exited shortly before Close gives up
+		// on it prints where each of its goroutines waits (SIGQUIT),
+		// into this test's log.
+		dump := time.AfterFunc(DefaultCloseTimeout-5*time.Second, func() {
+			t.Logf("the server has not exited %v after Close: its goroutines follow", DefaultCloseTimeout-5*time.Second)
+			c.cmd.Process.Signal(syscall.SIGQUIT)
+		})
+		defer dump.Stop()
 		if err := c.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
