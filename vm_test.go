@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
+	"github.com/airlock-sandbox/airlock/vfs"
 )
 
 // vmOnly skips unless the vm level works here.
@@ -91,10 +93,24 @@ func TestVMDirectMounts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sb := newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM, VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{
-		"/data": {HostPath: ro, Readonly: true},
-		"/out":  {HostPath: rw},
-	}}})
+	// A hook that refuses everything, and file events: neither applies
+	// to a direct mount, at any level.
+	var mu sync.Mutex
+	var events []string
+	refuse := func(ctx context.Context, p string, flags int) error { return unix.EACCES }
+	sb := newSandbox(t, airlock.Config{Isolation: airlock.IsolationVM, VFS: airlock.VFSConfig{
+		DirectMounts: map[string]airlock.DirectMount{
+			"/data": {HostPath: ro, Readonly: true},
+			"/out":  {HostPath: rw},
+		},
+		Hooks: vfs.Hooks{BeforeOpen: refuse},
+	}, OnEvent: func(e airlock.Event) {
+		if e.File != nil {
+			mu.Lock()
+			events = append(events, e.File.Op+" "+e.File.Path)
+			mu.Unlock()
+		}
+	}})
 	if got := mustRun(t, ctx, sb, "cat /data/in.txt"); got != "from the host\n" {
 		t.Errorf("read-only mount reads %q", got)
 	}
@@ -105,6 +121,11 @@ func TestVMDirectMounts(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(rw, "r.txt")); err != nil || string(b) != "result\n" {
 		t.Errorf("the writable mount's file on the host: %q, %v", b, err)
 	}
+	mu.Lock()
+	if len(events) > 0 {
+		t.Errorf("file events from direct mounts: %v", events)
+	}
+	mu.Unlock()
 	// Served by the host, they leave QEMU in its jail.
 	for _, n := range sb.Notes() {
 		if strings.Contains(n, "QEMU keeps") {
