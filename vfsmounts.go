@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -29,9 +30,9 @@ type sandboxVFS struct {
 	// watched are the providers whose changes from the host the
 	// sandbox must see at once, by target.
 	watched map[string]vfs.Watcher
-	// direct are the targets of direct mounts served here: no hook sees
-	// them and no event reports them, as for a bound directory.
-	direct []string
+	// direct tells the paths of direct mounts served here, which no
+	// hook sees and no event reports, as for a bound directory.
+	direct directPaths
 	// emit reports a file event.
 	emit func(Event)
 }
@@ -77,7 +78,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	if len(all) == 0 {
 		return nil, nil
 	}
-	v := &sandboxVFS{watched: watched, direct: direct, emit: emit}
+	v := &sandboxVFS{watched: watched, direct: directPaths{direct: direct, all: slices.Collect(maps.Keys(all))}, emit: emit}
 	targets := make([]string, 0, len(all))
 	for t := range all {
 		targets = append(targets, t)
@@ -94,10 +95,10 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	}
 	tree := mounts.Block(vfs.NewMountRouter(all), blocked)
 	if hooksSet(c.VFS.Hooks) {
-		tree = vfs.WithHooks(tree, outside(c.VFS.Hooks, direct))
+		tree = vfs.WithHooks(tree, outside(c.VFS.Hooks, v.direct))
 	}
 	if pol != nil && pol.HasFileHook() {
-		tree = vfs.WithHooks(tree, outside(scriptHooks(pol, c.Logger), direct))
+		tree = vfs.WithHooks(tree, outside(scriptHooks(pol, c.Logger), v.direct))
 	}
 	v.tree = vfs.Observe(tree, v.event)
 	return v, nil
@@ -148,15 +149,34 @@ func hooksSet(h vfs.Hooks) bool {
 	return h.BeforeOpen != nil || h.BeforeWrite != nil || h.AfterWrite != nil || h.BeforeRemove != nil || h.BeforeRename != nil
 }
 
-// outside is h for every path but those within one of the targets,
-// which no hook sees.
-func outside(h vfs.Hooks, targets []string) vfs.Hooks {
-	if len(targets) == 0 {
+// directPaths tells which paths of the tree are in direct mounts.
+type directPaths struct {
+	direct []string // targets of direct mounts
+	all    []string // targets of every mount, direct ones included
+}
+
+// has reports whether path p is in a direct mount: the innermost mount
+// holding it is one (a programmable mount inside a direct one is not).
+func (d directPaths) has(p string) bool {
+	if len(d.direct) == 0 {
+		return false
+	}
+	in := ""
+	for _, t := range d.all {
+		if mounts.Within(p, t) && len(t) > len(in) {
+			in = t
+		}
+	}
+	return in != "" && slices.Contains(d.direct, in)
+}
+
+// outside is h for every path but those in direct mounts, which no hook
+// sees.
+func outside(h vfs.Hooks, d directPaths) vfs.Hooks {
+	if len(d.direct) == 0 {
 		return h
 	}
-	in := func(p string) bool {
-		return slices.ContainsFunc(targets, func(t string) bool { return mounts.Within(p, t) })
-	}
+	in := d.has
 	out := h
 	if f := h.BeforeOpen; f != nil {
 		out.BeforeOpen = func(ctx context.Context, p string, flags int) error {
@@ -206,7 +226,7 @@ func (v *sandboxVFS) event(e vfs.Event) {
 	if v.emit == nil {
 		return
 	}
-	if slices.ContainsFunc(v.direct, func(t string) bool { return mounts.Within(e.Path, t) }) {
+	if v.direct.has(e.Path) {
 		return
 	}
 	v.emit(Event{Type: EventFile, File: &FileEvent{Op: e.Op, Path: e.Path, To: e.To, Size: e.Size, Blocked: e.Blocked, Reason: e.Reason}})
