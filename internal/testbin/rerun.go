@@ -121,7 +121,7 @@ func Rerun(t *testing.T, o RerunOptions) map[string]Result {
 		})
 	}
 	if runErr != nil && !failed {
-		t.Errorf("%s failed (%v) without a failing test:\n%s", who, runErr, tail(out.String(), 4000))
+		t.Errorf("%s failed (%v) without a failing test; the tests that ended, and why it stopped:\n%s\n%s", who, runErr, ended(out.String()), tail(out.String(), 4000))
 	}
 	return results
 }
@@ -175,6 +175,28 @@ func parseTestOutput(s string) map[string]Result {
 		}
 	}
 	return out
+}
+
+// ended lists the top-level tests of output s that ended, with their
+// times, and the header of a timeout's panic (which tests were still
+// running, for how long), if any.
+func ended(s string) string {
+	var b strings.Builder
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "--- "):
+			b.WriteString(l + "\n")
+		case strings.HasPrefix(l, "panic: test timed out"):
+			for _, h := range lines[i:min(i+20, len(lines))] {
+				if strings.HasPrefix(h, "goroutine ") {
+					break
+				}
+				b.WriteString(h + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {
