@@ -35,9 +35,10 @@ type HostMask struct {
 	BootID string `cbor:"bootid"`
 	// Cmdline replaces /proc/cmdline.
 	Cmdline string `cbor:"cmdline"`
-	// MonotonicSec and BoottimeSec are the host's CLOCK_MONOTONIC and
-	// CLOCK_BOOTTIME, in whole seconds, when the sandbox started: they
-	// are 0 for commands.
+	// Clocks: commands get a time namespace whose CLOCK_MONOTONIC and
+	// CLOCK_BOOTTIME read 0 when the sandbox started, MonotonicSec and
+	// BoottimeSec (whole seconds) of the kernel's.
+	Clocks       bool  `cbor:"clocks,omitempty"`
 	MonotonicSec int64 `cbor:"mono"`
 	BoottimeSec  int64 `cbor:"boot"`
 }
@@ -46,9 +47,9 @@ type HostMask struct {
 // options, nothing a program would act on.
 const sandboxCmdline = "BOOT_IMAGE=airlock ro quiet\n"
 
-// newHostMask makes a sandbox's identity: a fresh random boot id, and its
-// clocks' zero now.
-func newHostMask() (*HostMask, error) {
+// newHostMask makes a sandbox's identity: a fresh random boot id, and,
+// with clocks, its clocks' zero now.
+func newHostMask(clocks bool) (*HostMask, error) {
 	id, err := newUUID()
 	if err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func newHostMask() (*HostMask, error) {
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
 		return nil, fmt.Errorf("read the boot clock: %w", err)
 	}
-	return &HostMask{BootID: id, Cmdline: sandboxCmdline, MonotonicSec: mono.Sec, BoottimeSec: boot.Sec}, nil
+	return &HostMask{BootID: id, Cmdline: sandboxCmdline, Clocks: clocks, MonotonicSec: mono.Sec, BoottimeSec: boot.Sec}, nil
 }
 
 // newUUID returns a random (version 4) UUID, as the kernel makes boot ids.
@@ -84,6 +85,9 @@ func applyHostMask(m *HostMask) ([]string, error) {
 		"/proc/sys/kernel/random/boot_id": m.BootID + "\n",
 	}); err != nil {
 		return nil, err
+	}
+	if !m.Clocks {
+		return nil, nil
 	}
 	err := ownClocks(m.MonotonicSec, m.BoottimeSec)
 	if errors.Is(err, errNoTimeNS) {

@@ -12,7 +12,7 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 func TestNewHostMask(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		m, err := newHostMask()
+		m, err := newHostMask(true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,14 +207,17 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	if err := loopbackUp(); err != nil {
 		return Prepared{}, fmt.Errorf("bring up loopback: %w", err)
 	}
-	// A micro-VM's guest kernel is its own: nothing of the host's
-	// identity (boot id, uptime, machine id) shows in it to mask.
-	var mask *HostMask
-	if b.Mode != "vm" {
-		var err error
-		if mask, err = newHostMask(); err != nil {
-			return Prepared{}, err
-		}
+	// A micro-VM's guest kernel is its own, but a VM restored from a
+	// snapshot has the snapshot's boot id, as every other restore of it
+	// does, and its command line names the host's TSC frequency:
+	// commands see the sandbox's own there too. Its clocks stay the
+	// guest's: a guest kernel before 6.2 refuses the vfork of a command
+	// into a time namespace its spawner made (EINVAL), and they count
+	// from the guest's boot (the snapshot's, when restored), never the
+	// host's.
+	mask, err := newHostMask(b.Mode != "vm")
+	if err != nil {
+		return Prepared{}, err
 	}
 	if err := vfs.ready(); err != nil {
 		return Prepared{}, err

@@ -231,15 +231,27 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		return nil, err
 	}
 	s.conn = c
-	// The clock the guest sets is read now, when the agent waits for
-	// its boot, not before the guest booted.
+	// QEMU connects the port's socket when it starts; a booting guest's
+	// agent opens the port once the kernel has booted, and then reads
+	// its boot at once. The clock it sets is read then, not seconds
+	// before. (A restored guest's port is open already.)
+	if !restore {
+		if err := waitPortOpen(ctx, m); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	v.Time = time.Now().UnixNano()
 	return s, nil
 }
 
 // snapshottable reports whether the machine of c can be restored from a
-// snapshot: QEMU cannot save one with a 9p share, and the snapshot needs
-// a cache to live in.
+// snapshot: the snapshot needs a cache to live in, and the machine no
+// 9p share. (QEMU could save one whose shares are not mounted yet, as
+// the host's own directories are not when the agent waits for its boot;
+// but a guest kernel before 6.2 cannot start commands in a time
+// namespace of their own, so a restored guest's clocks count from the
+// snapshot's boot, and a default root keeps booting.)
 func snapshottable(spec boundary.Spec, c Config) bool {
 	for _, d := range c.Disks {
 		if d.File != nil {
@@ -356,7 +368,18 @@ func (r initrd) write(path string, agent []byte) error {
 	if err != nil {
 		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
 	}
-	w := initramfs.NewWriter(f)
+	if err := r.writeTo(f, agent); err != nil {
+		f.Close()
+		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
+	}
+	return f.Close()
+}
+
+// writeTo writes the ramdisk's archive to out. The archive is the same
+// for the same agent, links and /etc entries (no times, inodes counted
+// from one).
+func (r initrd) writeTo(out io.Writer, agent []byte) error {
+	w := initramfs.NewWriter(out)
 	errs := []error{
 		w.Dir("dev", 0o755), w.CharDevice("dev/console", 0o600, 5, 1), w.Dir("proc", 0o555), w.Dir("sys", 0o555),
 		w.Dir("run", 0o755), w.Dir("tmp", 0o1777), w.Dir("etc", 0o755), w.File("init", 0o755, agent),
@@ -378,11 +401,7 @@ func (r initrd) write(path string, agent []byte) error {
 		errs = append(errs, copyEtc(w, e, &budget))
 	}
 	errs = append(errs, w.Close())
-	if err := errors.Join(errs...); err != nil {
-		f.Close()
-		return fmt.Errorf("write the VM's initial ramdisk: %w", err)
-	}
-	return f.Close()
+	return errors.Join(errs...)
 }
 
 // parents lists the folders above name, outermost first: "a/b/c" gives

@@ -20,12 +20,12 @@ import (
 // machine is the same (kernel, agent, memory, CPUs, disks, devices)
 // restores it instead of booting, and its agent then gets the boot that
 // makes it that sandbox (identity, clock, RNG seed, network address,
-// mounts). A machine with 9p shares cannot be saved (QEMU refuses to
-// migrate a mounted share): sandboxes whose root is an image attached as
-// a disk use snapshots (their direct mounts are served by the host).
+// mounts). Sandboxes whose root is an image attached as a disk use
+// snapshots (their direct mounts are served by the host); those with 9p
+// shares boot (see snapshottable).
 
 // snapshotVersion changes when what a snapshot holds does.
-const snapshotVersion = "airlock-vm-snapshot/1"
+const snapshotVersion = "airlock-vm-snapshot/2"
 
 // snapshotsDir is the folder of the cache that keeps them.
 const snapshotsDir = "vm-snapshots"
@@ -36,16 +36,25 @@ const (
 	snapInitrd = "initrd.cpio"
 )
 
-// snapshotKey names the machine c, booted with this agent: what QEMU is
-// given, and the identity (size, time) of every file it reads.
-func snapshotKey(c Config, agent []byte) (string, error) {
+// snapshotKey names the machine c, booted from the ramdisk rd with this
+// agent: what QEMU is given, the ramdisk's bytes (the agent, and the
+// host's /etc entries a default root copies), and the identity (size,
+// time) of every other file it reads.
+func snapshotKey(c Config, agent []byte, rd initrd) (string, error) {
 	h := sha256.New()
-	a := sha256.Sum256(agent)
-	fmt.Fprintf(h, "%s\nagent %x\nmem %d\ncpus %d\nkvm %t\nnet %t\ncmdline %q\n", snapshotVersion, a, c.MemoryMB, c.CPUs, c.KVM, c.Network, c.CommandLine)
+	fmt.Fprintf(h, "%s\nmem %d\ncpus %d\nkvm %t\nnet %t\ncmdline %q\n", snapshotVersion, c.MemoryMB, c.CPUs, c.KVM, c.Network, c.CommandLine)
+	ramdisk := sha256.New()
+	if err := rd.writeTo(ramdisk, agent); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "ramdisk %x\n", ramdisk.Sum(nil))
 	files := []string{c.QEMU, c.Kernel}
 	for _, d := range c.Disks {
 		fmt.Fprintf(h, "disk %q %t\n", d.Serial, d.Readonly)
 		files = append(files, d.Path)
+	}
+	for _, sh := range c.Shares {
+		fmt.Fprintf(h, "share %q %q %t\n", sh.Tag, sh.Path, sh.Readonly)
 	}
 	for _, f := range files {
 		fi, err := os.Stat(f)
@@ -62,7 +71,7 @@ func snapshotKey(c Config, agent []byte) (string, error) {
 // has none: a boot of c with no guest code but the agent, stopped once
 // the agent has opened its port, saved by QEMU, and ended.
 func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd initrd) (string, error) {
-	key, err := snapshotKey(c, agent)
+	key, err := snapshotKey(c, agent, rd)
 	if err != nil {
 		return "", err
 	}
@@ -166,6 +175,12 @@ func waitPortOpen(ctx context.Context, m *Machine) error {
 		select {
 		case ev, ok := <-m.QMP.Events():
 			if !ok {
+				// QEMU ended, most likely: say how.
+				select {
+				case <-m.Done():
+					return m.Err()
+				case <-time.After(time.Second):
+				}
 				return errors.New("QEMU's monitor closed before the agent opened its port")
 			}
 			if ev.Event != "VSERPORT_CHANGE" {
