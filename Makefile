@@ -19,9 +19,9 @@ RUNSC_LDFLAGS   = -s -w -X gvisor.dev/gvisor/runsc/version.version=$(GVISOR_VERS
 all: build
 
 # Both binaries are static: the agent runs inside sandboxes that may have
-# no libc, and the CLI can serve as its own agent. On Linux, build also
-# makes airlock-runsc, the gvisor level's runsc.
-build: $(if $(filter linux,$(GOOS_HOST)),runsc)
+# no libc, and the CLI can serve as its own agent. `make runsc` makes
+# airlock-runsc, the gvisor level's runsc (not yet used by airlock).
+build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/airlock ./cmd/airlock
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/airlock-guest ./cmd/airlock-guest
 

@@ -14,7 +14,7 @@
 // It lives in a module of its own because runsc at this version is
 // written against github.com/opencontainers/runtime-spec v1.2, and
 // airlock's module needs v1.3 (through github.com/containerd/cgroups/v3),
-// whose types differ. `make build` checks that both go.mod files name the
+// whose types differ. `make runsc` checks that both go.mod files name the
 // same gvisor.dev/gvisor version.
 package main
 
