@@ -49,7 +49,7 @@ func TestOtherLevels(t *testing.T) {
 				t.Fatalf("create a %s sandbox with a network: %v", lv, err)
 			}
 			sb.Close()
-			testbin.Rerun(t, testbin.RerunOptions{Pattern: "^Test", Timeout: 15 * time.Minute, Env: []string{envLevel + "=" + string(lv)}})
+			testbin.Rerun(t, testbin.RerunOptions{Pattern: "^Test", Timeout: 20 * time.Minute, Env: []string{envLevel + "=" + string(lv)}})
 		})
 	}
 }

@@ -52,7 +52,7 @@ func TestDeepPaths(t *testing.T) {
 				cfg := airlock.Config{}
 				cfg.VFS, _ = p.mount(t, t.TempDir())
 				sb := box(t, lv, cfg)
-				out := sh(t, sb, 2*time.Minute, "mkdir -p /m/deep && DIR=/m/deep python3 -c '"+strings.ReplaceAll(deepScript, "'", `'"'"'`)+"'")
+				out := sh(t, sb, scriptDeadline(lv, 2*time.Minute), "mkdir -p /m/deep && DIR=/m/deep python3 -c '"+strings.ReplaceAll(deepScript, "'", `'"'"'`)+"'")
 				if got := strings.Join(strings.Fields(out), " "); got != "deep-6144 bounded" {
 					t.Errorf("checks passed: %q", got)
 				}

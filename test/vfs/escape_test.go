@@ -46,7 +46,7 @@ func TestEscape(t *testing.T) {
 			"ln -s " + outside + " /r/mine && cat /r/mine/secret 2>/dev/null; " +
 			"ln -s ../../.. /d/mine && cat /d/mine" + outside + "/secret 2>/dev/null; " +
 			"cd /r && cd .. && ls " + outside + " 2>/dev/null; true"
-		if out := sh(t, sb, time.Minute, script); strings.Contains(out, "HOST-SECRET") || strings.Contains(out, "secret") {
+		if out := sh(t, sb, scriptDeadline(lv, time.Minute), script); strings.Contains(out, "HOST-SECRET") || strings.Contains(out, "secret") {
 			t.Errorf("a path out of a mount reached the host's file: %q", out)
 		}
 		// The links made inside are in the host directories as links,

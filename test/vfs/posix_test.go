@@ -150,13 +150,23 @@ var posixChecks = []string{"create-read-write", "pread-pwrite-beyond-4GiB-trunca
 	"symlink-hardlink", "chmod-utimes", "append-excl", "flock-fcntl", "many-entries", "two-writers", "mmap"}
 
 // manyEntries is how many files posixScript makes in one directory: ten
-// pages of a directory listing, or three in a VM, whose every request
-// costs milliseconds where no hardware virtualisation helps.
+// pages of a directory listing, or a page and a half in a VM, whose
+// every request costs milliseconds where no hardware virtualisation
+// helps.
 func manyEntries(lv airlock.Isolation) int {
 	if lv == airlock.IsolationVM {
-		return 3000
+		return 1500
 	}
 	return 10000
+}
+
+// scriptDeadline bounds one script of the suite: four times longer in a
+// VM, whose CPU may be emulated.
+func scriptDeadline(lv airlock.Isolation, d time.Duration) time.Duration {
+	if lv == airlock.IsolationVM {
+		return 4 * d
+	}
+	return d
 }
 
 // TestPOSIX runs posixScript on every kind of mount, and on the
@@ -174,7 +184,7 @@ func TestPOSIX(t *testing.T) {
 					dir = "/tmp/own"
 				}
 				sb := box(t, lv, cfg)
-				out := sh(t, sb, 3*time.Minute, "mkdir -p "+dir+" && MANY="+strconv.Itoa(manyEntries(lv))+" DIR="+dir+" python3 -c '"+strings.ReplaceAll(posixScript, "'", `'"'"'`)+"'")
+				out := sh(t, sb, scriptDeadline(lv, 3*time.Minute), "mkdir -p "+dir+" && MANY="+strconv.Itoa(manyEntries(lv))+" DIR="+dir+" python3 -c '"+strings.ReplaceAll(posixScript, "'", `'"'"'`)+"'")
 				if got := strings.Fields(out); strings.Join(got, " ") != strings.Join(posixChecks, " ") {
 					t.Errorf("checks passed: %v, want %v", got, posixChecks)
 				}

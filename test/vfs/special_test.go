@@ -113,7 +113,7 @@ func TestSpecialFiles(t *testing.T) {
 				var host string
 				cfg.VFS, host = p.mount(t, t.TempDir())
 				sb := box(t, lv, cfg)
-				out := sh(t, sb, 2*time.Minute, "mkdir -p /m/sp && DIR=/m/sp python3 -c '"+strings.ReplaceAll(specialScript, "'", `'"'"'`)+"'")
+				out := sh(t, sb, scriptDeadline(lv, 2*time.Minute), "mkdir -p /m/sp && DIR=/m/sp python3 -c '"+strings.ReplaceAll(specialScript, "'", `'"'"'`)+"'")
 				if got := strings.Fields(out); strings.Join(got, " ") != strings.Join(specialChecks, " ") {
 					t.Errorf("checks passed: %v, want %v", got, specialChecks)
 				}
@@ -221,7 +221,7 @@ func TestSpecialFilesApart(t *testing.T) {
 				}
 				defer r.Close()
 				sb := box(t, lv, cfg)
-				if out := sh(t, sb, time.Minute, "python3 -c '"+strings.ReplaceAll(crossScript, "'", `'"'"'`)+"'"); strings.TrimSpace(out) != "apart" {
+				if out := sh(t, sb, scriptDeadline(lv, time.Minute), "python3 -c '"+strings.ReplaceAll(crossScript, "'", `'"'"'`)+"'"); strings.TrimSpace(out) != "apart" {
 					t.Errorf("output %q", out)
 				}
 				select {
