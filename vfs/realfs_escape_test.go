@@ -314,3 +314,89 @@ func TestRealFSEscapeDeepPath(t *testing.T) {
 	}
 	checkOutside(t, outside)
 }
+
+// TestRealFSNoSetIDPrograms: whatever a sandbox asks, a real_fs
+// directory never holds a set-id program because of it: new files and
+// chmods lose the set-id bits, and a host's set-id file loses them once
+// opened to be written or truncated, as it would for a writer without
+// CAP_FSETID. Directories and FIFOs keep set-group-ID.
+func TestRealFSNoSetIDPrograms(t *testing.T) {
+	dir := t.TempDir()
+	p, err := vfs.NewRealFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.(io.Closer).Close()
+	ctx := vfs.WithCaller(context.Background(), vfs.Caller{UID: 0, GID: 0})
+	hostMode := func(name string) os.FileMode {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode()
+	}
+	const setID = fs.ModeSetuid | fs.ModeSetgid
+
+	h, err := p.Open(ctx, "/new", os.O_RDWR|os.O_CREATE|os.O_EXCL, setID|0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if m := hostMode("new"); m&setID != 0 || m.Perm() != 0o755 {
+		t.Errorf("a file created set-id is %v on the host", m)
+	}
+	if err := p.Chmod(ctx, "/new", setID|0o755); err != nil {
+		t.Fatal(err)
+	}
+	if m := hostMode("new"); m&setID != 0 || m.Perm() != 0o755 {
+		t.Errorf("a file chmodded set-id is %v on the host", m)
+	}
+	if err := p.Mkdir(ctx, "/d", fs.ModeSetgid|0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Chmod(ctx, "/d", fs.ModeSetgid|0o775); err != nil {
+		t.Fatal(err)
+	}
+	if m := hostMode("d"); m&fs.ModeSetgid == 0 {
+		t.Errorf("a directory lost set-group-ID: %v", m)
+	}
+	if err := p.Mknod(ctx, "/fifo", fs.ModeNamedPipe|fs.ModeSetgid|0o640); err != nil {
+		t.Fatal(err)
+	}
+	if m := hostMode("fifo"); m&fs.ModeSetgid == 0 {
+		t.Errorf("a FIFO lost set-group-ID: %v", m)
+	}
+
+	// The host's own set-id files: read, they stay; written or
+	// truncated, they do not.
+	for _, name := range []string{"read", "write", "trunc"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, name), setID|0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := p.Open(ctx, "/read", os.O_RDONLY, 0); err != nil {
+		t.Fatal(err)
+	} else {
+		h.Close()
+	}
+	if m := hostMode("read"); m&setID != setID {
+		t.Errorf("a set-id file opened to be read became %v", m)
+	}
+	if h, err := p.Open(ctx, "/write", os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else {
+		h.Close()
+	}
+	if err := p.Truncate(ctx, "/trunc", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"write", "trunc"} {
+		if m := hostMode(name); m&setID != 0 || m.Perm() != 0o755 {
+			t.Errorf("a set-id file %s through the provider is still %v", name, m)
+		}
+	}
+}

@@ -34,9 +34,12 @@ type realFS struct {
 // symlinks or concurrent renames: lookups use openat2 with
 // RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS. Owners are the host's ids as
 // they are; when the process is root, new files are given the caller's
-// owner (CallerFrom). Handles are host file descriptors. The provider
-// holds a descriptor of hostDir, which its Close method (io.Closer)
-// releases.
+// owner (CallerFrom). It never makes a regular file set-user-ID or
+// set-group-ID, and a regular file opened to be written or truncated
+// loses those bits: a directory shared with a sandbox never gains a
+// set-id program from it, even when the provider is root. Handles are
+// host file descriptors. The provider holds a descriptor of hostDir,
+// which its Close method (io.Closer) releases.
 func NewRealFS(hostDir string) (Provider, error) {
 	fd, err := unix.Open(hostDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -175,6 +178,24 @@ func unixPerm(mode fs.FileMode) uint32 {
 	return m
 }
 
+// setID are the bits that make a program run as its owner or group.
+const setID = unix.S_ISUID | unix.S_ISGID
+
+// killSetID clears the set-id bits of regular file fd, as the kernel
+// does for a writer without CAP_FSETID (set-group-ID only with group
+// execute): a file a sandbox writes through this provider never stays a
+// set-id program, even though the provider itself may be root.
+func killSetID(fd int, st *unix.Stat_t) error {
+	kill := st.Mode & unix.S_ISUID
+	if st.Mode&unix.S_IXGRP != 0 {
+		kill |= st.Mode & unix.S_ISGID
+	}
+	if kill == 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	return unix.Fchmod(fd, st.Mode&07777&^kill)
+}
+
 func infoFromStat(name string, st *unix.Stat_t) FileInfo {
 	return FileInfo{
 		Name:    name,
@@ -265,7 +286,7 @@ func (r *realFS) Open(ctx context.Context, p string, flags int, mode fs.FileMode
 	case flags&unix.O_CREAT != 0 && flags&unix.O_EXCL == 0:
 		// Learn whether the file is made, to give it its owner.
 		for range 64 {
-			fd, err = unix.Openat(dfd, name, flags|unix.O_EXCL, unixPerm(mode))
+			fd, err = unix.Openat(dfd, name, flags|unix.O_EXCL, unixPerm(mode)&^setID)
 			if err == nil {
 				created = true
 				break
@@ -279,7 +300,7 @@ func (r *realFS) Open(ctx context.Context, p string, flags int, mode fs.FileMode
 			}
 		}
 	default:
-		fd, err = unix.Openat(dfd, name, flags, unixPerm(mode))
+		fd, err = unix.Openat(dfd, name, flags, unixPerm(mode)&^setID)
 		created = err == nil && flags&unix.O_CREAT != 0
 	}
 	if err != nil {
@@ -300,6 +321,11 @@ func (r *realFS) Open(ctx context.Context, p string, flags int, mode fs.FileMode
 			unix.Unlinkat(dfd, name, 0)
 			return nil, err
 		}
+	} else if flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0 {
+		if err := killSetID(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		// Regular files block anyway; clear O_NONBLOCK for clarity.
@@ -311,9 +337,9 @@ func (r *realFS) Open(ctx context.Context, p string, flags int, mode fs.FileMode
 }
 
 // own gives a new file its caller's owner (when running as root) and
-// exactly the mode asked for, which the process's umask may have cut.
-// A set-group-ID parent keeps its group on the file, as the kernel made
-// it.
+// exactly the mode asked for, which the process's umask may have cut,
+// but never set-id bits on a regular file. A set-group-ID parent keeps
+// its group on the file, as the kernel made it.
 func (r *realFS) own(ctx context.Context, fd, dfd int, mode fs.FileMode, dir bool) error {
 	perm := unixPerm(mode)
 	var pst unix.Stat_t
@@ -331,6 +357,9 @@ func (r *realFS) own(ctx context.Context, fd, dfd int, mode fs.FileMode, dir boo
 	}
 	if dir && pst.Mode&unix.S_ISGID != 0 {
 		perm |= unix.S_ISGID
+	}
+	if !dir {
+		perm &^= setID
 	}
 	return unix.Fchmod(fd, perm)
 }
@@ -506,14 +535,20 @@ func (r *realFS) Link(ctx context.Context, oldPath, newPath string) error {
 	})
 }
 
+// Chmod never makes a regular file set-id (see killSetID): asked for
+// those bits, it changes the file through a descriptor that pins it, and
+// drops them if the file is regular.
 func (r *realFS) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
+	perm := unixPerm(mode)
 	return r.at(p, func(dfd int, name string) error {
-		err := unix.Fchmodat(dfd, name, unixPerm(mode), unix.AT_SYMLINK_NOFOLLOW)
-		if err != unix.EOPNOTSUPP {
-			return err
+		if perm&setID == 0 {
+			err := unix.Fchmodat(dfd, name, perm, unix.AT_SYMLINK_NOFOLLOW)
+			if err != unix.EOPNOTSUPP {
+				return err
+			}
 		}
-		// Without fchmodat2: change the file through a descriptor of it,
-		// never of what a symlink names.
+		// Without fchmodat2, or to know what the file is: change it
+		// through a descriptor of it, never of what a symlink names.
 		fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
@@ -523,10 +558,13 @@ func (r *realFS) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return err
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
 			return unix.EOPNOTSUPP
+		case unix.S_IFREG:
+			perm &^= setID
 		}
-		return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), unixPerm(mode), 0)
+		return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), perm, 0)
 	})
 }
 
@@ -577,6 +615,9 @@ func (r *realFS) Truncate(ctx context.Context, p string, size int64) error {
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return unix.EINVAL
+		}
+		if err := killSetID(fd, &st); err != nil {
+			return err
 		}
 		return unix.Ftruncate(fd, size)
 	})

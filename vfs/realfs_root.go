@@ -23,8 +23,9 @@ type rootFS struct {
 // NewRealFS returns a Provider that serves the host directory hostDir.
 // Nothing outside hostDir is reachable through it (os.Root). Owners are
 // the host's ids as they are; when the process is root, new files are
-// given the caller's owner (CallerFrom). The provider holds a descriptor
-// of hostDir, which its Close method (io.Closer) releases.
+// given the caller's owner (CallerFrom). A regular file is never made
+// set-id. The provider holds a descriptor of hostDir, which its Close
+// method (io.Closer) releases.
 func NewRealFS(hostDir string) (Provider, error) {
 	r, err := os.OpenRoot(hostDir)
 	if err != nil {
@@ -154,7 +155,13 @@ func (r *rootFS) Mkdir(ctx context.Context, p string, mode fs.FileMode) error {
 			return err
 		}
 	}
-	return r.root.Chmod(rel, mode&permBits)
+	mode &= permBits
+	if fi, err := r.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+		// No set-id program from a sandbox on the host (see the Linux
+		// provider).
+		mode &^= fs.ModeSetuid | fs.ModeSetgid
+	}
+	return r.root.Chmod(rel, mode)
 }
 
 func (r *rootFS) Remove(ctx context.Context, p string) error {
@@ -256,7 +263,13 @@ func (r *rootFS) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	return r.root.Chmod(rel, mode&permBits)
+	mode &= permBits
+	if fi, err := r.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+		// No set-id program from a sandbox on the host (see the Linux
+		// provider).
+		mode &^= fs.ModeSetuid | fs.ModeSetgid
+	}
+	return r.root.Chmod(rel, mode)
 }
 
 func (r *rootFS) Chown(ctx context.Context, p string, uid, gid int) error {
