@@ -482,15 +482,18 @@ func guestKernelCheck(cacheDir, goarch string) Check {
 	return c
 }
 
-// runscCheck looks for gVisor's runsc.
+// runscCheck looks for gVisor's runsc: airlock's own build of it
+// (airlock-runsc, from `make runsc`) first, then a runsc installed apart.
 func runscCheck(lookPath func(string) (string, error)) Check {
 	c := Check{Name: "runsc"}
-	if p, err := lookPath("runsc"); err == nil {
-		c.Status, c.Detail = OK, p
-		return c
+	for _, name := range []string{"airlock-runsc", "runsc"} {
+		if p, err := lookPath(name); err == nil {
+			c.Status, c.Detail = OK, p
+			return c
+		}
 	}
-	c.Status, c.Detail = Fail, "not found on PATH"
-	c.Fix = "install runsc (gVisor) and put it on PATH; a later version of airlock will build it from the gvisor.dev/gvisor module"
+	c.Status, c.Detail = Fail, "neither airlock-runsc nor runsc found on PATH"
+	c.Fix = "`make runsc` builds bin/airlock-runsc, gVisor's runsc from the gvisor.dev/gvisor version airlock pins: put it on PATH beside airlock (or install runsc)"
 	return c
 }
 

@@ -395,8 +395,17 @@ func TestBinaryChecks(t *testing.T) {
 	if c := qemuCheck(noBinaries, "arm64"); c.Name != "qemu-system-aarch64" {
 		t.Errorf("arm64 qemu: %+v", c)
 	}
-	if c := runscCheck(noBinaries); c.Status != Fail || !strings.Contains(c.Fix, "put it on PATH") {
+	if c := runscCheck(noBinaries); c.Status != Fail || !strings.Contains(c.Fix, "put it on PATH") || !strings.Contains(c.Fix, "make runsc") {
 		t.Errorf("runsc missing: %+v", c)
+	}
+	ownRunsc := func(name string) (string, error) {
+		if name == "airlock-runsc" {
+			return "/opt/airlock/bin/airlock-runsc", nil
+		}
+		return "", errors.New("not found")
+	}
+	if c := runscCheck(ownRunsc); c.Status != OK || c.Detail != "/opt/airlock/bin/airlock-runsc" {
+		t.Errorf("airlock-runsc on PATH: %+v", c)
 	}
 	if c := firecrackerCheck(noBinaries, true); c.Status != Skip {
 		t.Errorf("firecracker missing: %+v", c)
@@ -565,7 +574,7 @@ func TestWriteText(t *testing.T) {
 		"✗ gvisor   this version of airlock has no gvisor backend yet",
 		"✗ vm       check \"qemu-system-x86_64\" failed: not found on PATH",
 		"fix: apt-get install -y qemu-system-x86",
-		"fix: install runsc (gVisor) and put it on PATH",
+		"fix: `make runsc` builds bin/airlock-runsc",
 		"fix: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
 		"      userns,", // continuation lines of the AppArmor profile
 		"fail  AppArmor userns restriction",
