@@ -134,7 +134,12 @@ func (r *rootFS) Open(ctx context.Context, p string, flags int, mode fs.FileMode
 				return nil, err
 			}
 		}
-		if err := f.Chmod(mode & permBits); err != nil {
+		if err := f.Chmod(hostMode(mode, true)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	} else if flags&(os.O_WRONLY|os.O_RDWR|os.O_TRUNC) != 0 {
+		if err := killSetID(f); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -155,13 +160,7 @@ func (r *rootFS) Mkdir(ctx context.Context, p string, mode fs.FileMode) error {
 			return err
 		}
 	}
-	mode &= permBits
-	if fi, err := r.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
-		// No set-id program from a sandbox on the host (see the Linux
-		// provider).
-		mode &^= fs.ModeSetuid | fs.ModeSetgid
-	}
-	return r.root.Chmod(rel, mode)
+	return r.root.Chmod(rel, mode&permBits)
 }
 
 func (r *rootFS) Remove(ctx context.Context, p string) error {
@@ -263,13 +262,32 @@ func (r *rootFS) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
+	fi, err := r.root.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	return r.root.Chmod(rel, hostMode(mode, fi.Mode().IsRegular()))
+}
+
+// hostMode is mode as this provider gives it to a host file: never
+// set-id for a regular file (no set-id program from a sandbox on the
+// host; see the Linux provider).
+func hostMode(mode fs.FileMode, regular bool) fs.FileMode {
 	mode &= permBits
-	if fi, err := r.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
-		// No set-id program from a sandbox on the host (see the Linux
-		// provider).
+	if regular {
 		mode &^= fs.ModeSetuid | fs.ModeSetgid
 	}
-	return r.root.Chmod(rel, mode)
+	return mode
+}
+
+// killSetID clears the set-id bits of f, a regular file opened to be
+// written, as the kernel does for a writer without CAP_FSETID.
+func killSetID(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) == 0 {
+		return err
+	}
+	return f.Chmod(hostMode(fi.Mode(), true))
 }
 
 func (r *rootFS) Chown(ctx context.Context, p string, uid, gid int) error {
@@ -293,6 +311,9 @@ func (r *rootFS) Truncate(ctx context.Context, p string, size int64) error {
 		return err
 	}
 	defer f.Close()
+	if err := killSetID(f); err != nil {
+		return err
+	}
 	return f.Truncate(size)
 }
 
