@@ -44,7 +44,6 @@ runsc-version:
 deps:
 	./scripts/deps.sh
 	$(GO) mod download
-	$(GO) -C $(RUNSC_MOD) mod download
 
 demo: deps build
 	$(BIN)/airlock doctor

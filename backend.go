@@ -26,12 +26,11 @@ func bootInput(id string, c *Config, st storage, binds bool) bootcfg.Input {
 	if c.image != nil {
 		in.RootFS, in.FromImage, in.ImageEnv = c.image.rootfs, true, c.image.info.Env
 	}
-	for _, t := range sortedKeys(c.VFS.DirectMounts) {
-		if !binds {
-			break
+	if binds {
+		for _, t := range sortedKeys(c.VFS.DirectMounts) {
+			d := c.VFS.DirectMounts[t]
+			in.Direct = append(in.Direct, agentproto.DirectMount{Target: t, HostPath: d.HostPath, Readonly: d.Readonly})
 		}
-		d := c.VFS.DirectMounts[t]
-		in.Direct = append(in.Direct, agentproto.DirectMount{Target: t, HostPath: d.HostPath, Readonly: d.Readonly})
 	}
 	return in
 }

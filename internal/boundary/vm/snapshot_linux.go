@@ -53,9 +53,6 @@ func snapshotKey(c Config, agent []byte, rd initrd) (string, error) {
 		fmt.Fprintf(h, "disk %q %t\n", d.Serial, d.Readonly)
 		files = append(files, d.Path)
 	}
-	for _, sh := range c.Shares {
-		fmt.Fprintf(h, "share %q %q %t\n", sh.Tag, sh.Path, sh.Readonly)
-	}
 	for _, f := range files {
 		fi, err := os.Stat(f)
 		if err != nil {
