@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,10 +19,14 @@ func TestBufferedExecControls(t *testing.T) {
 	needAgent(t)
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
 	sbID := c.create(1, nil)
+	// running waits for a process whose whole command line is marker: the
+	// shell's own line ("sh -c echo out; sleep 1000") contains it before
+	// the shell has run echo.
 	running := func(marker string) {
 		t.Helper()
 		if !waitFor(20*time.Second, func() bool {
-			return strings.Contains(unb64(t, c.exec(nil2(), map[string]any{"command": "ps -eo args", "sandbox_id": sbID}).Stdout), marker)
+			out := unb64(t, c.exec(nil2(), map[string]any{"command": "ps -eo args", "sandbox_id": sbID}).Stdout)
+			return slices.Contains(strings.Split(out, "\n"), marker)
 		}) {
 			t.Fatalf("%s did not start", marker)
 		}
