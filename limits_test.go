@@ -45,6 +45,44 @@ func requireNoUserProcs(t *testing.T, ctx context.Context, sb *airlock.Sandbox) 
 	}
 }
 
+// TestSpawnerThreadsBeforeReady: the spawner's threads count against the
+// pids limit, and the Go runtime dies when it cannot make one, so a command
+// that fills the limit at once must never find the spawner short of a
+// thread. The spawner makes every thread it needs before the sandbox is
+// ready: a burst of concurrent commands that fork, exit and leave orphans
+// behind leaves its thread count as it was.
+func TestSpawnerThreadsBeforeReady(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	sb := newSandbox(t, airlock.Config{})
+	threads := func() int {
+		n, err := strconv.Atoi(strings.TrimSpace(mustRun(t, ctx, sb, "ls /proc/1/task | wc -l")))
+		if err != nil {
+			t.Fatalf("count the spawner's threads: %v", err)
+		}
+		return n
+	}
+	before := threads()
+	for round := range 3 {
+		errs := make(chan error, 40)
+		for range cap(errs) {
+			go func() {
+				_, err := sb.Exec(ctx, "seq 1 2000; sleep 0.05 & sleep 0.02 & true")
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the orphans exit and are reaped
+	if after := threads(); after > before {
+		t.Errorf("the spawner had %d threads when ready and %d after a burst of commands: it made threads after set-up, which a full pids limit would refuse", before, after)
+	}
+}
+
 func TestLimitsForkBomb(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 90*time.Second)

@@ -35,10 +35,53 @@ func durationNs(ns int64) time.Duration { return time.Duration(ns) }
 // leader, from before main runs: its setup and every fork happen there,
 // and per-thread state that the kernel reaches through /proc/PID (the
 // time namespace for children) is the leader's.
+//
+// It runs on one P: it does nothing in parallel, and each P lets the
+// runtime keep one more thread busy (see spareThreads).
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == "zygote" {
 		runtime.LockOSThread()
+		runtime.GOMAXPROCS(1)
 	}
+}
+
+// spawnerSpareThreads is how many idle OS threads the spawner keeps.
+const spawnerSpareThreads = 2
+
+// spareThreads makes the runtime create n OS threads now and keep them
+// idle. Every thread of the spawner counts against the sandbox's pids
+// limit, and the runtime treats a failed thread creation as fatal: a
+// command that fills the limit at once (a fork bomb) would kill the
+// spawner, and with it every process of the sandbox, the first time the
+// runtime needs a thread it has not made yet (to hand its P to the reaper's
+// locked thread, say). With one P, at most one unlocked thread runs Go code
+// at a time, besides the signal receiver's, which blocks; threads are never
+// destroyed once made, so spares made during set-up cover every later need.
+// Each helper goroutine holds a thread of its own until all have one, then
+// unlocks and returns, leaving its thread in the runtime's idle list.
+func spareThreads(n int) <-chan struct{} {
+	done := make(chan struct{})
+	var locked sync.WaitGroup
+	release := make(chan struct{})
+	var returned sync.WaitGroup
+	for range n {
+		locked.Add(1)
+		returned.Add(1)
+		go func() {
+			defer returned.Done()
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	go func() {
+		locked.Wait()
+		close(release)
+		returned.Wait()
+		close(done)
+	}()
+	return done
 }
 
 // ZygoteMain runs the spawner. fd 3 is its SEQPACKET socket to the agent;
@@ -56,12 +99,14 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 	}
 	z := &zserver{fd: spawnerFD, live: map[uint64]int{}, byPid: map[int]uint64{}, spawned: make(chan struct{}, 1), log: log}
 	caught := catchFatalSignals()
+	spares := spareThreads(spawnerSpareThreads)
 	notes, err := zygoteSetup(cfg)
 	if err != nil {
 		z.reply(zmsg{Op: "ready", Err: err.Error()})
 		os.Exit(1)
 	}
 	<-caught
+	<-spares
 	z.reply(zmsg{Op: "ready", Notes: notes})
 	z.serve()
 	os.Exit(0)
