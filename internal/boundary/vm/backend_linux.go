@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/privdir"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 	"github.com/airlock-sandbox/airlock/internal/diskfs"
@@ -103,15 +104,11 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, fmt.Errorf("read the agent binary: %w", err)
 	}
-	dir, err := os.MkdirTemp("", privatePrefix+spec.ID+"-")
+	dir, err := privdir.Make(privatePrefix, spec.ID)
 	if err != nil {
 		return nil, fmt.Errorf("make the VM's private directory: %w", err)
 	}
 	s := &Sandbox{dir: dir, notes: notes}
-	if err := writeOwner(dir); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("make the VM's private directory: %w", err)
-	}
 	defer func() {
 		if err != nil {
 			s.Close()

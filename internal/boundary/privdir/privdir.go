@@ -1,0 +1,89 @@
+// Package privdir makes a sandbox's private directory on the host (its
+// sockets, state and generated files, in the system's temporary
+// directory), records which supervisor owns it, and removes those whose
+// supervisor is gone. A backend whose every other resource dies with its
+// supervisor needs nothing else swept.
+package privdir
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/state"
+)
+
+// ownerFile, in a private directory, names the supervisor that made it:
+// its pid and start time.
+const ownerFile = "owner"
+
+// Make makes a private directory named prefix, then id, then a dash and
+// a random suffix, owned by this process.
+func Make(prefix, id string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix+id+"-")
+	if err != nil {
+		return "", err
+	}
+	if err := writeOwner(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// writeOwner records this process as the owner of dir.
+func writeOwner(dir string) error {
+	start, err := state.ProcessStartTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ownerFile), fmt.Appendf(nil, "%d %d\n", os.Getpid(), start), 0o600)
+}
+
+// Sweep removes the private directories named with prefix whose
+// supervisor died (by SIGKILL, say) and returns their sandboxes' ids.
+func Sweep(prefix string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
+	var ids []string
+	for _, d := range dirs {
+		if id, ok := orphan(prefix, d); ok && os.RemoveAll(d) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Reclaim removes the private directories named with prefix of sandbox
+// id, whose supervisor is known to be gone.
+func Reclaim(prefix, id string) error {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+id+"-*"))
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// orphan reports whether private directory d belongs to a supervisor
+// that is gone, and the sandbox id its name holds.
+func orphan(prefix, d string) (string, bool) {
+	name := strings.TrimPrefix(filepath.Base(d), prefix)
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", false
+	}
+	id := name[:i]
+	b, err := os.ReadFile(filepath.Join(d, ownerFile))
+	if err != nil {
+		// A directory being made has no owner yet: leave it.
+		return "", false
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscan(string(b), &pid, &start); err != nil {
+		return id, true
+	}
+	return id, !state.Alive(pid, start)
+}
