@@ -346,9 +346,10 @@ func TestPortNeedsNetwork(t *testing.T) {
 	if p := sb.Ports(); len(p) != 0 {
 		t.Errorf("Ports() = %+v", p)
 	}
-	// Where this version has no such boundary, that is what is said.
+	// Where the boundary cannot run, that is what is said.
+	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
 	_, err = airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor, Ports: []airlock.PortMapping{{SandboxPort: 8000}}})
-	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), `isolation "gvisor" has no backend`) {
+	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), "AIRLOCK_RUNSC names /nonexistent/airlock-runsc") {
 		t.Errorf("Create with ports where no network can be given: %v", err)
 	}
 }

@@ -28,6 +28,7 @@ a command. For a level that does not work, the exact reason and fix are given.`,
 				KernelCacheDir: kernels,
 				Try: map[string]doctor.Tryer{
 					doctor.LevelProcess: trySandbox,
+					doctor.LevelGVisor:  trySandbox,
 					doctor.LevelVM:      trySandbox,
 				},
 				CgroupInfo: func() (string, []string, bool, string) {

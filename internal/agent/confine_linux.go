@@ -69,7 +69,7 @@ func confine(cfg ZygoteConfig) ([]string, error) {
 	if cfg.NoRootCaps {
 		keep = nil
 	}
-	if err := limitCapabilities(keep); err != nil {
+	if err := limitCapabilities(keep, !cfg.Sentry); err != nil {
 		return nil, err
 	}
 	return notes, nil
@@ -167,7 +167,11 @@ func allThreads(trap, a1, a2, a3 uintptr) error {
 // command is forked from this thread. Doing it on all threads would cost
 // a stop-the-world round per capability. Securebits, ambient and the
 // other sets are then set on every thread.
-func limitCapabilities(keep []int) error {
+//
+// gVisor's Sentry has no securebits but SECBIT_KEEP_CAPS (lock is false
+// there): the bounding set alone then bounds what root gains on
+// execution, and the Sentry's own rules for uid changes apply.
+func limitCapabilities(keep []int, lock bool) error {
 	var mask [2]uint32
 	for _, c := range keep {
 		mask[c/32] |= 1 << (c % 32)
@@ -200,8 +204,10 @@ func limitCapabilities(keep []int) error {
 	if len(keep) == 0 {
 		bits |= secbitNoRoot | secbitNoSetuidFixup | secbitKeepCapsLocked
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0); err != nil {
-		return fmt.Errorf("set securebits: %w", err)
+	if lock {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0); err != nil {
+			return fmt.Errorf("set securebits: %w", err)
+		}
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("clear ambient capabilities: %w", err)

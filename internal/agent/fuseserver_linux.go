@@ -66,6 +66,8 @@ type fuseServerConfig struct {
 	Targets   []string `cbor:"targets"`
 	Writeback bool     `cbor:"writeback,omitempty"`
 	Serial    bool     `cbor:"serial,omitempty"`
+	// Sentry: it runs inside gVisor's Sentry (see ZygoteConfig.Sentry).
+	Sentry bool `cbor:"sentry,omitempty"`
 }
 
 // fuseMsg is a control message between the agent and the FUSE server:
@@ -147,7 +149,7 @@ func fuseServerMain(args []string, log *slog.Logger) int {
 		log.Error("set no_new_privs", "err", err)
 		return 1
 	}
-	if err := limitCapabilities(nil); err != nil {
+	if err := limitCapabilities(nil, !cfg.Sentry); err != nil {
 		log.Error("drop capabilities", "err", err)
 		return 1
 	}
@@ -283,11 +285,11 @@ type fuseClient struct {
 // whose devices are devs (the caller closes its own afterwards), and
 // returns it with the agent's end of each mount's socket, in the order
 // of targets.
-func startFUSEServer(targets []string, devs []*os.File, writeback, serial bool, log *slog.Logger) (*fuseClient, []*os.File, error) {
+func startFUSEServer(targets []string, devs []*os.File, writeback, serial, sentry bool, log *slog.Logger) (*fuseClient, []*os.File, error) {
 	if len(targets) > maxFUSEMounts {
 		return nil, nil, fmt.Errorf("%d programmable mounts: at most %d", len(targets), maxFUSEMounts)
 	}
-	cfg := fuseServerConfig{Parent: os.Getpid(), Targets: targets, Writeback: writeback, Serial: serial}
+	cfg := fuseServerConfig{Parent: os.Getpid(), Targets: targets, Writeback: writeback, Serial: serial, Sentry: sentry}
 	b, err := cbor.Marshal(cfg)
 	if err != nil {
 		return nil, nil, err

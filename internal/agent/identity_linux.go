@@ -136,7 +136,7 @@ func maskProcFile(target, content string) error {
 	// Commands run as the file's owner: only a read-only mount keeps
 	// them from changing it.
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
-	if err := unix.MountSetattr(unix.AT_FDCWD, target, 0, attr); err != nil {
+	if err := mountSetattr(unix.AT_FDCWD, target, 0, attr); err != nil {
 		return fmt.Errorf("make the mask of %s read-only: %w", target, err)
 	}
 	return nil

@@ -43,6 +43,10 @@ func Main(args []string) {
 		awaitMaps(args[2:])
 		return
 	}
+	if len(args) > 1 && args[1] == agentproto.JoinCgroupsArg {
+		joinCgroups(args[2:])
+		return
+	}
 	if len(args) > 1 && args[1] == agentproto.ImageWorkerArg {
 		owners.Serve(args[2:])
 		return
@@ -163,15 +167,20 @@ func reapOrphans() {
 // prepareProcess sets up a process-mode sandbox: hostname, root
 // filesystem, loopback, and the confined spawner.
 func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepared, error) {
-	if b.Mode != "process" {
+	if b.Mode != "process" && b.Mode != "gvisor" {
 		return Prepared{}, fmt.Errorf("agent mode %q is not supported by this agent", b.Mode)
 	}
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
 		return Prepared{}, fmt.Errorf("set hostname: %w", err)
 	}
 	if b.Link != nil {
-		// Before the root is built: /dev/net/tun is the host's.
-		if err := makeLink(b.Link); err != nil {
+		// Before the root is built: /dev/net/tun is the host's (or
+		// the Sentry's).
+		mk := makeLink
+		if b.Mode == "gvisor" {
+			mk = relayLink
+		}
+		if err := mk(b.Link); err != nil {
 			return Prepared{}, fmt.Errorf("make the network interface: %w", err)
 		}
 	}
@@ -188,6 +197,7 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	if err != nil {
 		return Prepared{}, err
 	}
+	vfs.sentry = b.Mode == "gvisor"
 	if err := buildRoot(b); err != nil {
 		vfs.closeDevices()
 		return Prepared{}, err
@@ -215,9 +225,13 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	// into a time namespace its spawner made (EINVAL), and they count
 	// from the guest's boot (the snapshot's, when restored), never the
 	// host's.
-	mask, err := newHostMask(b.Mode != "vm")
-	if err != nil {
-		return Prepared{}, err
+	var mask *HostMask
+	if b.Mode != "gvisor" {
+		// gVisor's Sentry is a kernel of its own, with its own boot
+		// id, command line and clocks.
+		if mask, err = newHostMask(b.Mode != "vm"); err != nil {
+			return Prepared{}, err
+		}
 	}
 	if err := vfs.ready(); err != nil {
 		return Prepared{}, err
@@ -241,6 +255,7 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		Mask:        mask,
 		// A micro-VM's agent is exempt from its guest's OOM killer.
 		KillableByOOM: b.Mode == "vm",
+		Sentry:        b.Mode == "gvisor",
 	}
 	// The cgroup files stay open: restarting the spawner after a crash
 	// needs them again.
@@ -332,10 +347,12 @@ func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
 		// runs at once when woken; a third P serves everything else.
 		Env:   []string{"GOMAXPROCS=3"},
 		Files: files,
-		Sys: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
-			Pdeathsig:  syscall.SIGKILL,
-		},
+		// No parent-death signal here: the spawner sets its own (see
+		// ZygoteMain), since the runtime's check that the parent still
+		// lives, made with it, misreads a parent outside the new PID
+		// namespace as dead (getppid is 0 there), and kills the child
+		// where that kill of a namespace's init is not ignored (gVisor).
+		Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS},
 	})
 	// The spawner's end is its own now: were it kept open here, a
 	// spawner that dies during its setup would leave the wait for its
@@ -367,6 +384,9 @@ func loopbackUp() error {
 	}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return err
+	}
+	if ifr.Uint16()&unix.IFF_UP != 0 {
+		return nil // gVisor's Sentry brings it up, and cannot be asked to
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)

@@ -27,6 +27,7 @@ type vfsMounts struct {
 	log       *slog.Logger
 	writeback bool
 	serial    bool
+	sentry    bool // inside gVisor's Sentry
 	mu        sync.Mutex
 	devs      map[string]*os.File // by target, until the server has them
 	socks     map[string]*os.File // the agent's end of each mount's socket to the server, until attached
@@ -103,7 +104,7 @@ func (m *vfsMounts) startServer() error {
 	for i, t := range targets {
 		devs[i] = m.devs[t]
 	}
-	srv, socks, err := startFUSEServer(targets, devs, m.writeback, m.serial, m.log)
+	srv, socks, err := startFUSEServer(targets, devs, m.writeback, m.serial, m.sentry, m.log)
 	m.closeDevices()
 	if err != nil {
 		return err
@@ -235,7 +236,7 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	if d.Readonly {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+	if err := mountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("set the mount's flags: %w", err)
 	}
 	if err := unix.MoveMount(tree, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
@@ -284,7 +285,7 @@ func coverOne(p string) error {
 	}
 	defer unix.Close(tree)
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+	if err := mountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return err
 	}
 	return unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)

@@ -122,23 +122,34 @@ func buildRoot(b *agentproto.Boot) error {
 		return fmt.Errorf("make /dev/shm: %w", err)
 	}
 	defer unix.Close(shmTree)
-	// Shared memory is no place for programs to gain ids.
-	if err := unix.MountSetattr(shmTree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
-		return fmt.Errorf("make /dev/shm nosuid: %w", err)
-	}
 	if err := buildDev(filepath.Join(root, "dev"), shmTree); err != nil {
 		return err
 	}
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	// pivot_root(".", ".") stacks the old root on top of the new one;
-	// detaching it leaves only the sandbox's tree.
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot into the sandbox root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach the host root: %w", err)
+	if b.Mode == "gvisor" {
+		// gVisor's Sentry ends the sandbox when the mount of its
+		// first root goes (its gofer's connection closes), so that
+		// root stays, covered by the sandbox's as switch_root covers
+		// an initramfs, and the agent, and every command after it,
+		// is chrooted there. The covered root holds only the
+		// read-only directories the sandbox's root is made of.
+		if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move the sandbox root over the bundle's: %w", err)
+		}
+		if err := unix.Chroot("."); err != nil {
+			return fmt.Errorf("enter the sandbox root: %w", err)
+		}
+	} else {
+		// pivot_root(".", ".") stacks the old root on top of the new
+		// one; detaching it leaves only the sandbox's tree.
+		if err := unix.PivotRoot(".", "."); err != nil {
+			return fmt.Errorf("pivot into the sandbox root: %w", err)
+		}
+		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("detach the host root: %w", err)
+		}
 	}
 	if err := os.Chdir("/"); err != nil {
 		return err
@@ -317,7 +328,7 @@ func bindReadOnly(src, dst string) error {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, attr); err != nil {
+	if err := mountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("make %s read-only: %w", dst, err)
 	}
 	return nil
@@ -396,6 +407,10 @@ func buildDev(dev string, shmTree int) error {
 	}
 	if err := unix.MoveMount(shmTree, "", unix.AT_FDCWD, filepath.Join(dev, "shm"), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	// Shared memory is no place for programs to gain ids.
+	if err := mountSetattr(unix.AT_FDCWD, filepath.Join(dev, "shm"), 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return fmt.Errorf("make /dev/shm nosuid: %w", err)
 	}
 	if err := unix.Mount("mqueue", filepath.Join(dev, "mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		// mqueue needs an IPC namespace of our own; without one, skip it.

@@ -90,6 +90,9 @@ func ZygoteMain(cfg ZygoteConfig, log *slog.Logger) {
 	// Confinement that is per-thread is applied to this thread, and every
 	// command is forked from it (serve runs spawn inline): never unlock.
 	runtime.LockOSThread()
+	// It dies with the agent. Were the agent already gone, so would be
+	// its PID namespace, and this process with it.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
 	// The socket is used with plain blocking system calls, never through
 	// the runtime's poller: a read then wakes exactly the thread that
 	// forks, rather than a poller thread that must hand over to it.
@@ -133,6 +136,9 @@ type ZygoteConfig struct {
 	// Mask, when set, replaces the host's identity for commands (see
 	// HostMask); it needs MountProc.
 	Mask *HostMask `cbor:"mask,omitempty"`
+	// Sentry says the spawner runs inside gVisor's Sentry, whose kernel
+	// lacks some of what confinement uses elsewhere (securebits).
+	Sentry bool `cbor:"sentry,omitempty"`
 }
 
 func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
@@ -209,7 +215,7 @@ func protectProc() error {
 			return fmt.Errorf("protect %s: %w", p, err)
 		}
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
-		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, attr); err != nil {
+		if err := mountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, attr); err != nil {
 			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}

@@ -99,6 +99,14 @@ const ImageWorkerArg = "image-worker"
 // serves cannot be killed). Only the agent starts it.
 const FUSEServerArg = "fuse-server"
 
+// JoinCgroupsArg, as the agent binary's first argument, followed by a
+// count N, a program and its arguments, makes it write "0" into each of
+// the N cgroup.procs files it inherits from descriptor 3 on, close
+// them, and execute the program with the descriptors that follow: the
+// host starts a boundary's own processes (runsc) so, already in the
+// sandbox's cgroup, before they make any other.
+const JoinCgroupsArg = "join-cgroups"
+
 // VMEnv, in its environment, makes the agent PID 1 of a micro-VM's
 // guest kernel. The kernel passes it to the initial ramdisk's /init (the
 // agent) from its command line, where a name=value that is no kernel

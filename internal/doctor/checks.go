@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlock-sandbox/airlock/internal/boundary/gvisor"
 	kernelpkg "github.com/airlock-sandbox/airlock/internal/kernel"
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
@@ -486,14 +487,12 @@ func guestKernelCheck(cacheDir, goarch string) Check {
 // (airlock-runsc, from `make runsc`) first, then a runsc installed apart.
 func runscCheck(lookPath func(string) (string, error)) Check {
 	c := Check{Name: "runsc"}
-	for _, name := range []string{"airlock-runsc", "runsc"} {
-		if p, err := lookPath(name); err == nil {
-			c.Status, c.Detail = OK, p
-			return c
-		}
+	p, err := gvisor.Find(lookPath)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = Fail, err.Error(), gvisor.RunscFix
+		return c
 	}
-	c.Status, c.Detail = Fail, "neither airlock-runsc nor runsc found on PATH"
-	c.Fix = "`make runsc` builds bin/airlock-runsc, gVisor's runsc from the gvisor.dev/gvisor version airlock pins: put it on PATH beside airlock (or install runsc)"
+	c.Status, c.Detail = OK, p
 	return c
 }
 

@@ -395,7 +395,8 @@ func TestBinaryChecks(t *testing.T) {
 	if c := qemuCheck(noBinaries, "arm64"); c.Name != "qemu-system-aarch64" {
 		t.Errorf("arm64 qemu: %+v", c)
 	}
-	if c := runscCheck(noBinaries); c.Status != Fail || !strings.Contains(c.Fix, "put it on PATH") || !strings.Contains(c.Fix, "make runsc") {
+	t.Setenv("AIRLOCK_RUNSC", "")
+	if c := runscCheck(noBinaries); c.Status != Fail || !strings.Contains(c.Fix, "on PATH") || !strings.Contains(c.Fix, "make runsc") {
 		t.Errorf("runsc missing: %+v", c)
 	}
 	ownRunsc := func(name string) (string, error) {
@@ -406,6 +407,19 @@ func TestBinaryChecks(t *testing.T) {
 	}
 	if c := runscCheck(ownRunsc); c.Status != OK || c.Detail != "/opt/airlock/bin/airlock-runsc" {
 		t.Errorf("airlock-runsc on PATH: %+v", c)
+	}
+	// AIRLOCK_RUNSC, when set, is the only one looked at.
+	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
+	if c := runscCheck(ownRunsc); c.Status != Fail || !strings.Contains(c.Detail, "AIRLOCK_RUNSC names /nonexistent/airlock-runsc") {
+		t.Errorf("AIRLOCK_RUNSC naming nothing: %+v", c)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AIRLOCK_RUNSC", exe)
+	if c := runscCheck(noBinaries); c.Status != OK || c.Detail != exe {
+		t.Errorf("AIRLOCK_RUNSC naming an executable: %+v", c)
 	}
 	if c := firecrackerCheck(noBinaries, true); c.Status != Skip {
 		t.Errorf("firecracker missing: %+v", c)
@@ -469,6 +483,7 @@ func TestRunTryerResults(t *testing.T) {
 func TestRunFailedPrerequisiteSkipsTryer(t *testing.T) {
 	files := goodTree()
 	files["proc/sys/user/max_user_namespaces"] = "0\n"
+	t.Setenv("AIRLOCK_RUNSC", "")
 	var process, gvisor, vm atomic.Int32
 	r := Run(context.Background(), Options{
 		Root:     fakeTree(t, files),
@@ -557,9 +572,10 @@ func TestWriteText(t *testing.T) {
 	files := goodTree()
 	files["proc/sys/kernel/apparmor_restrict_unprivileged_userns"] = "1\n"
 	var calls atomic.Int32
+	t.Setenv("AIRLOCK_RUNSC", "")
 	r := Run(context.Background(), Options{
 		Root: fakeTree(t, files), LookPath: noBinaries, host: fakeHost(1000),
-		Try: map[string]Tryer{LevelVM: counter(&calls, nil)},
+		Try: map[string]Tryer{LevelGVisor: counter(&calls, nil), LevelVM: counter(&calls, nil)},
 	})
 	// Pretend the process level worked to see the ✓ line.
 	r.Levels[0].Works, r.Levels[0].TryMillis = true, 42
@@ -571,7 +587,7 @@ func TestWriteText(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"✓ process  works (sandbox started in 42 ms)",
-		"✗ gvisor   this version of airlock has no gvisor backend yet",
+		"✗ gvisor   check \"runsc\" failed: neither airlock-runsc nor runsc was found beside airlock or on PATH",
 		"✗ vm       check \"qemu-system-x86_64\" failed: not found on PATH",
 		"fix: apt-get install -y qemu-system-x86",
 		"fix: `make runsc` builds bin/airlock-runsc",

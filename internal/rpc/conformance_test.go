@@ -345,6 +345,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // TestCreateParams checks which create params this build accepts.
 func TestCreateParams(t *testing.T) {
 	needAgent(t)
+	// A level that cannot run here is refused as unsupported.
+	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
 	// A network is tested in network_test.go: it needs root.
 	ok := []map[string]any{
@@ -372,7 +374,7 @@ func TestCreateParams(t *testing.T) {
 		{map[string]any{"resources": map[string]any{"memory_mb": 1}}, api.CodeInvalidParams, "memory_mb"},
 		{map[string]any{"isolation": "teleport"}, api.CodeInvalidParams, "isolation"},
 		{map[string]any{"env": map[string]any{"A=B": "x"}}, api.CodeInvalidParams, "A=B"},
-		{map[string]any{"isolation": "gvisor"}, api.CodeUnsupported, "doctor"},
+		{map[string]any{"isolation": "gvisor"}, api.CodeUnsupported, "AIRLOCK_RUNSC names /nonexistent/airlock-runsc"},
 	}
 	for i, r := range refused {
 		e := wantError(t, c.call(fmt.Sprintf("bad-%d", i), api.MethodCreate, r.params), r.code)

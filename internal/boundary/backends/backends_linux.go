@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/gvisor"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/boundary/vm"
 )
@@ -17,7 +18,7 @@ func For(iso string) (boundary.Backend, error) {
 	case VM:
 		return vm.Backend{}, nil
 	case GVisor:
-		return nil, notHere(iso, "has no backend in this version of airlock")
+		return gvisor.Backend{}, nil
 	}
 	return nil, notHere(iso, "is not an isolation level")
 }
@@ -25,11 +26,13 @@ func For(iso string) (boundary.Backend, error) {
 // Sweep removes what sandboxes whose supervisor died (for example by
 // SIGKILL) left on the host, and returns their ids.
 func Sweep() []string {
-	ids := append(process.Sweep(nil), vm.Sweep()...)
+	ids := append(append(process.Sweep(nil), vm.Sweep()...), gvisor.Sweep()...)
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }
 
 // Reclaim removes what sandbox id left on the host after its supervisor
 // died.
-func Reclaim(id string) error { return errors.Join(process.Reclaim(id), vm.Reclaim(id)) }
+func Reclaim(id string) error {
+	return errors.Join(process.Reclaim(id), vm.Reclaim(id), gvisor.Reclaim(id))
+}

@@ -51,7 +51,7 @@ type Sandbox struct {
 	disk    *diskfs.Disk
 	ids     *idalloc.Lease // the block of host ids the sandbox's ids map to, as root
 	notes   []string
-	stderr  *tailBuffer
+	stderr  *boundary.Tail
 	done    chan struct{}
 	waitErr error
 	once    sync.Once
@@ -89,7 +89,7 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sandbox{done: make(chan struct{}), stderr: newTailBuffer(16 << 10)}
+	s := &Sandbox{done: make(chan struct{}), stderr: boundary.NewTail(16 << 10)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -448,31 +448,6 @@ func userProcessCount() int {
 		}
 	}
 	return n
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 // Sweep removes the empty cgroups that sandboxes whose supervisor died

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/qmp"
 )
 
@@ -119,7 +120,7 @@ type Machine struct {
 	// QMP controls the machine.
 	QMP *qmp.Monitor
 
-	console *tail
+	console *boundary.Tail
 	done    chan struct{}
 	waitErr error
 	once    sync.Once
@@ -213,7 +214,7 @@ func escapeOpt(v string) string { return strings.ReplaceAll(v, ",", ",,") }
 // port is a socket this process listens on and QEMU connects to, so that
 // nothing else can take it.
 func Start(ctx context.Context, c Config) (_ *Machine, err error) {
-	m := &Machine{console: &tail{max: consoleTail}, done: make(chan struct{})}
+	m := &Machine{console: boundary.NewTail(consoleTail), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			m.Close()

@@ -1,0 +1,344 @@
+// Package gvisor is the gVisor boundary: the agent runs as PID 1 inside
+// runsc's Sentry, a kernel in user space between the sandbox's processes
+// and the host's, which serves their system calls itself (platform
+// systrap) and reaches the host's files only through its gofer. The
+// agent's stream and the sandbox's frames are socket pairs donated to
+// it (runsc --pass-fd); the Sentry has no network of its own
+// (--network=none): the agent makes the sandbox's interface inside it, a
+// TAP device of the Sentry's network stack, and relays its frames to the
+// host's, where the policy is enforced as at every level.
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/boundary/privdir"
+	"github.com/airlock-sandbox/airlock/internal/cgroup"
+)
+
+// privatePrefix begins the name of a sandbox's private directory (its
+// OCI bundle and runsc's state), followed by the sandbox's id.
+const privatePrefix = "airlock-gvisor-"
+
+// sentryOverhead is the host memory allowed the Sentry and its gofer on
+// top of the sandbox's memory limit: the Sentry's own heap, page tables
+// and caches are charged with the sandbox's memory to the same cgroup.
+const sentryOverhead = 256 << 20
+
+// hostTaskHeadroom is added to the pids limit for the host tasks of the
+// Sentry, its gofer and systrap's stub threads, which back the sandbox's
+// threads on the host: the limit itself is enforced inside the Sentry.
+const hostTaskHeadroom = 512
+
+// Backend is the gVisor boundary behind the seam.
+type Backend struct{}
+
+var _ boundary.Backend = Backend{}
+
+// CheckNetwork: the interface lives inside the Sentry and its frames
+// cross a socket pair, which needs nothing of the host.
+func (Backend) CheckNetwork() error { return nil }
+
+// BindsHostDirs: direct mounts are served by the host over the agent's
+// file protocol, as programmable mounts are; runsc's gofer would
+// otherwise serve them with its own rules for special files and ids.
+func (Backend) BindsHostDirs() bool { return false }
+
+// Sandbox is a running gVisor sandbox.
+type Sandbox struct {
+	dir     string
+	conn    *os.File
+	frames  *os.File
+	cmd     *exec.Cmd
+	group   *cgroup.Group
+	notes   []string
+	stderr  *boundary.Tail
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+// Start writes the sandbox's bundle and starts runsc on it, in the
+// sandbox's cgroup when one can be made.
+func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.Boot) (_ boundary.Sandbox, err error) {
+	log := spec.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	runsc, err := Find(exec.LookPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: isolation \"gvisor\" needs gVisor's runsc: %v; %s (run `airlock doctor` to see what this machine supports)", boundary.ErrUnavailable, err, RunscFix)
+	}
+	if len(boot.Root.Direct) > 0 {
+		return nil, errors.New("the gvisor level does not bind host directories: its direct mounts are served by the host (BindsHostDirs)")
+	}
+	dir, err := privdir.Make(privatePrefix, spec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("make the sandbox's private directory: %w", err)
+	}
+	s := &Sandbox{dir: dir, done: make(chan struct{}), stderr: boundary.NewTail(16 << 10)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	var cgFiles []*os.File
+	limits := cgroup.Limits{CPUs: spec.Limits.CPUs}
+	if spec.Limits.MemoryBytes > 0 {
+		limits.MemoryBytes = spec.Limits.MemoryBytes + sentryOverhead
+	}
+	if spec.Limits.Pids > 0 {
+		limits.Pids = spec.Limits.Pids + hostTaskHeadroom
+	}
+	if g, cgErr := cgroup.New(ctx, spec.ID, limits); cgErr == nil {
+		s.group = g
+		if cgFiles, err = g.UserProcsFiles(); err != nil {
+			return nil, fmt.Errorf("open sandbox cgroup: %w", err)
+		}
+		defer closeFiles(cgFiles)
+	} else if limits != (cgroup.Limits{}) {
+		s.notes = append(s.notes, fmt.Sprintf("gvisor: the sandbox's memory and CPU limits are not enforced by a cgroup: %v", cgErr))
+	}
+	if spec.Limits.Pids > 0 {
+		// Inside the Sentry, by the process count of each uid: the
+		// agent adds its own threads to root's (see nprocWithAgent).
+		boot.Rlimits.NProc = uint64(spec.Limits.Pids)
+	}
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("create agent channel: %w", err)
+	}
+	if err := unix.SetNonblock(pair[0], true); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return nil, fmt.Errorf("create agent channel: %w", err)
+	}
+	s.conn = os.NewFile(uintptr(pair[0]), "agent")
+	agentEnd := os.NewFile(uintptr(pair[1]), "agent")
+	defer agentEnd.Close()
+	extra := append([]*os.File{}, cgFiles...)
+	passFDs := []string{"--pass-fd", fmt.Sprintf("%d:3", 3+len(extra))}
+	extra = append(extra, agentEnd)
+	boot.Link = nil
+	if l := spec.Link; l != nil {
+		fp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("create the sandbox's network channel: %w", err)
+		}
+		s.frames = os.NewFile(uintptr(fp[0]), "frames")
+		guest := os.NewFile(uintptr(fp[1]), "guest-frames")
+		defer guest.Close()
+		passFDs = append(passFDs, "--pass-fd", fmt.Sprintf("%d:4", 3+len(extra)))
+		extra = append(extra, guest)
+		boot.Link = &agentproto.LinkSpec{FD: 4, Name: l.Name, Address: l.Address.String(), Gateway: l.Gateway.String(), MTU: l.MTU}
+		if l.AddressV6.IsValid() {
+			boot.Link.AddressV6, boot.Link.GatewayV6 = l.AddressV6.String(), l.GatewayV6.String()
+		}
+	}
+	boot.Mode, boot.Root.Stage, boot.CgroupFDs = "gvisor", "/tmp", nil
+	// System V IPC objects are the Sentry's memory, charged to the
+	// sandbox's cgroup with the rest of it, and the Sentry's IPC
+	// sysctls are its own and read-only.
+	boot.IPC = agentproto.IPCLimits{}
+	// So are POSIX message queues; the Sentry refuses to set their
+	// rlimit.
+	boot.Rlimits.MsgQueue = nil
+	// The Sentry has no landlock; it is itself the boundary that keeps
+	// commands from the host's files, of which it holds only the
+	// bundle's.
+	boot.Hardening.Landlock = false
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, k := range []string{"AIRLOCK_AGENT_DEBUG", "AIRLOCK_VFS_WRITEBACK", "AIRLOCK_VFS_SERIAL"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	bdir := filepath.Join(dir, "bundle")
+	if err := bundle(bdir, spec.AgentPath, boot, env); err != nil {
+		return nil, err
+	}
+
+	args := []string{
+		"--root", filepath.Join(dir, "state"),
+		"--network", "none",
+		"--platform", "systrap",
+		"--ignore-cgroups",
+		"--overlay2", "none",
+		"--host-uds", "none",
+	}
+	if os.Geteuid() != 0 {
+		args = append(args, "--rootless")
+	}
+	if d := os.Getenv("AIRLOCK_GVISOR_DEBUG"); d != "" {
+		// A directory that outlives the sandbox, for runsc's logs of
+		// every system call.
+		args = append(args, "--debug", "--strace", "--debug-log", filepath.Join(d, spec.ID)+"/")
+		s.notes = append(s.notes, "gvisor: runsc's debug logs are in "+filepath.Join(d, spec.ID))
+	}
+	args = append(args, "run", "--bundle", bdir)
+	args = append(args, passFDs...)
+	args = append(args, spec.ID)
+	// runsc is started through the agent binary, which puts itself in
+	// the sandbox's cgroup before it executes runsc, so that no process
+	// of the sandbox ever runs outside it.
+	cmd := exec.Command(spec.AgentPath, append([]string{agentproto.JoinCgroupsArg, strconv.Itoa(len(cgFiles)), runsc}, args...)...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + dir}
+	cmd.ExtraFiles = extra
+	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
+	// runsc kills its sandbox and gofer when it dies (they have a
+	// parent-death signal); it dies with this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	log.Debug("starting runsc", "runsc", runsc, "args", args)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", runsc, err)
+	}
+	s.cmd = cmd
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Conn is the byte stream to the agent.
+func (s *Sandbox) Conn() io.ReadWriteCloser { return s.conn }
+
+// Link hands over the host's end of the frames' socket pair.
+func (s *Sandbox) Link(context.Context) (*os.File, error) {
+	f := s.frames
+	if f == nil {
+		return nil, errors.New("the sandbox was started without a network interface, or its link was taken")
+	}
+	s.frames = nil
+	return f, nil
+}
+
+// Notes lists what could not be enforced, with reasons.
+func (s *Sandbox) Notes() []string { return s.notes }
+
+// Done is closed when runsc has exited.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// PID is the host pid of runsc.
+func (s *Sandbox) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Err describes how runsc ended, with the tail of what it and the agent
+// printed.
+func (s *Sandbox) Err() error {
+	select {
+	case <-s.done:
+	default:
+		return nil
+	}
+	what := fmt.Sprintf("the sandbox's runsc ended: %v", s.waitErr)
+	if ps := s.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Signaled():
+				what = fmt.Sprintf("the sandbox's runsc was killed by signal %d (%s)", int(ws.Signal()), unix.SignalName(ws.Signal()))
+			case ws.Exited():
+				what = fmt.Sprintf("the sandbox's runsc exited with status %d", ws.ExitStatus())
+			}
+		}
+	}
+	if msg := s.stderr.String(); msg != "" {
+		return fmt.Errorf("%s: %s", what, msg)
+	}
+	return errors.New(what)
+}
+
+// Counters reports the sandbox cgroup's limit events so far.
+func (s *Sandbox) Counters() (boundary.Counters, error) {
+	if s.group == nil {
+		return boundary.Counters{}, errors.ErrUnsupported
+	}
+	ev, err := s.group.Events()
+	if err != nil {
+		return boundary.Counters{}, err
+	}
+	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
+}
+
+// Usage reads the sandbox cgroup's figures: the Sentry's and the gofer's
+// with the sandbox's processes, which are the Sentry's.
+func (s *Sandbox) Usage() (boundary.Usage, error) {
+	if s.group == nil {
+		return boundary.Usage{}, errors.ErrUnsupported
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		return boundary.Usage{}, err
+	}
+	return boundary.Usage{
+		CPUNanos: st.CPUUsageNanos, MemoryBytes: st.MemoryCurrentBytes, MemoryPeakBytes: st.MemoryPeakBytes,
+		Pids: st.PidsCurrent, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits,
+	}, nil
+}
+
+// PidsCurrent: the host's task count is the Sentry's, not the sandbox's
+// processes', which only the Sentry knows.
+func (s *Sandbox) PidsCurrent() (int64, error) { return 0, errors.ErrUnsupported }
+
+// Close kills runsc, whose sandbox and gofer die with it, and removes
+// the cgroup and the private directory.
+func (s *Sandbox) Close() error {
+	var errs []error
+	s.once.Do(func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		if s.frames != nil {
+			s.frames.Close()
+		}
+		if s.cmd != nil && s.cmd.Process != nil {
+			// runsc leads a process group of its own.
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+		if s.group != nil {
+			if err := s.group.Delete(); err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+			}
+		}
+		if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove the sandbox's private directory: %w", err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Sweep removes the private directories of sandboxes whose supervisor
+// died and returns their ids; runsc and its processes died with it, and
+// the process boundary's sweep removes cgroups.
+func Sweep() []string { return privdir.Sweep(privatePrefix) }
+
+// Reclaim removes sandbox id's private directory, whose supervisor is
+// known to be gone.
+func Reclaim(id string) error { return privdir.Reclaim(privatePrefix, id) }
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
