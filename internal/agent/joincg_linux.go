@@ -11,16 +11,19 @@ import (
 )
 
 // joinCgroups is agentproto.JoinCgroupsArg: it joins the cgroups whose
-// cgroup.procs files are descriptors 3 to 3+N-1, closes them, and
-// executes the program that follows with the rest of its arguments.
+// cgroup.procs files are descriptors 3 to 3+N-1, closes them, enters a
+// private mount namespace of its own if asked, and executes the program
+// that follows with the rest of its arguments.
 func joinCgroups(args []string) {
-	if len(args) < 2 {
-		fail("usage: airlock-guest %s N PROGRAM [ARG...]", agentproto.JoinCgroupsArg)
+	if len(args) < 3 {
+		fail("usage: airlock-guest %s N private|shared PROGRAM [ARG...]", agentproto.JoinCgroupsArg)
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 0 || n > 16 {
 		fail("bad cgroup count %q", args[0])
 	}
+	private := args[1] == "private"
+	args = args[1:]
 	for i := range n {
 		for {
 			_, err := unix.Write(3+i, []byte("0"))
@@ -33,6 +36,16 @@ func joinCgroups(args []string) {
 			break
 		}
 		unix.Close(3 + i)
+	}
+	if private {
+		// Mounts the program makes (runsc's) then die with it, even
+		// when its supervisor is killed, and none reaches the host's.
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			fail("new mount namespace: %v", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			fail("make mounts private: %v", err)
+		}
 	}
 	err = syscall.Exec(args[1], args[1:], os.Environ())
 	fail("execute %s: %v", args[1], err)

@@ -100,11 +100,13 @@ const ImageWorkerArg = "image-worker"
 const FUSEServerArg = "fuse-server"
 
 // JoinCgroupsArg, as the agent binary's first argument, followed by a
-// count N, a program and its arguments, makes it write "0" into each of
-// the N cgroup.procs files it inherits from descriptor 3 on, close
-// them, and execute the program with the descriptors that follow: the
-// host starts a boundary's own processes (runsc) so, already in the
-// sandbox's cgroup, before they make any other.
+// count N, "private" or "shared", a program and its arguments, makes it
+// write "0" into each of the N cgroup.procs files it inherits from
+// descriptor 3 on, close them, with "private" enter a mount namespace of
+// its own whose mounts do not propagate, and execute the program with
+// the descriptors that follow: the host starts a boundary's own
+// processes (runsc) so, already in the sandbox's cgroup, before they
+// make any other process or mount.
 const JoinCgroupsArg = "join-cgroups"
 
 // VMEnv, in its environment, makes the agent PID 1 of a micro-VM's

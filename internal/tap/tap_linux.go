@@ -28,7 +28,11 @@ type Config struct {
 	// AddressV6 and GatewayV6, when valid, do the same for IPv6.
 	AddressV6 netip.Prefix
 	GatewayV6 netip.Addr
-	MTU       uint32
+	// LinkLocalV6, when valid, is added beside AddressV6, for a network
+	// stack that does not make a link-local address itself (gVisor's):
+	// neighbour discovery of a link-local gateway needs one.
+	LinkLocalV6 netip.Prefix
+	MTU         uint32
 }
 
 // Create makes the TAP device inside the network namespace of process pid
@@ -156,6 +160,11 @@ func Configure(c Config) error {
 		_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+c.Name+"/accept_ra", []byte("0"), 0)
 		if err := addAddr(link, c.AddressV6); err != nil {
 			return err
+		}
+		if c.LinkLocalV6.IsValid() {
+			if err := addAddr(link, c.LinkLocalV6); err != nil {
+				return err
+			}
 		}
 	}
 	if err := netlink.LinkSetUp(link); err != nil {

@@ -188,7 +188,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if d := os.Getenv("AIRLOCK_GVISOR_DEBUG"); d != "" {
 		// A directory that outlives the sandbox, for runsc's logs of
 		// every system call.
-		args = append(args, "--debug", "--strace", "--debug-log", filepath.Join(d, spec.ID)+"/")
+		args = append(args, "--debug", "--strace", "--log-packets", "--debug-log", filepath.Join(d, spec.ID)+"/")
 		s.notes = append(s.notes, "gvisor: runsc's debug logs are in "+filepath.Join(d, spec.ID))
 	}
 	args = append(args, "run", "--bundle", bdir)
@@ -197,10 +197,20 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	// runsc is started through the agent binary, which puts itself in
 	// the sandbox's cgroup before it executes runsc, so that no process
 	// of the sandbox ever runs outside it.
-	cmd := exec.Command(spec.AgentPath, append([]string{agentproto.JoinCgroupsArg, strconv.Itoa(len(cgFiles)), runsc}, args...)...)
+	// As root, runsc mounts on the host (its network namespace's file,
+	// under its state directory): it does so in a mount namespace of
+	// its own, which goes with it.
+	mountNS := "shared"
+	if os.Geteuid() == 0 {
+		mountNS = "private"
+	}
+	cmd := exec.Command(spec.AgentPath, append([]string{agentproto.JoinCgroupsArg, strconv.Itoa(len(cgFiles)), mountNS, runsc}, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + dir}
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
+	if os.Getenv("AIRLOCK_AGENT_DEBUG") != "" {
+		cmd.Stderr = io.MultiWriter(s.stderr, os.Stderr)
+	}
 	// runsc kills its sandbox and gofer when it dies (they have a
 	// parent-death signal); it dies with this process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -321,7 +331,7 @@ func (s *Sandbox) Close() error {
 				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 			}
 		}
-		if err := os.RemoveAll(s.dir); err != nil {
+		if err := privdir.Remove(s.dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove the sandbox's private directory: %w", err))
 		}
 	})

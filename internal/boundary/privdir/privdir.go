@@ -47,11 +47,26 @@ func Sweep(prefix string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
 	var ids []string
 	for _, d := range dirs {
-		if id, ok := orphan(prefix, d); ok && os.RemoveAll(d) == nil {
+		if id, ok := orphan(prefix, d); ok && Remove(d) == nil {
 			ids = append(ids, id)
 		}
 	}
 	return ids
+}
+
+// Remove removes private directory dir, detaching first any mount left
+// beneath it (a backend's processes mount in namespaces of their own,
+// but one that did not, or a version of airlock before, may have left
+// one in the host's).
+func Remove(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	if !detachUnder(dir) {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 // Reclaim removes the private directories named with prefix of sandbox
@@ -59,7 +74,7 @@ func Sweep(prefix string) []string {
 func Reclaim(prefix, id string) error {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+id+"-*"))
 	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+		if err := Remove(d); err != nil {
 			return err
 		}
 	}
