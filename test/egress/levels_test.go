@@ -39,10 +39,14 @@ func TestOtherLevels(t *testing.T) {
 	}
 	for _, lv := range []airlock.Isolation{airlock.IsolationGVisor, airlock.IsolationVM} {
 		t.Run(string(lv), func(t *testing.T) {
+			if lv == airlock.IsolationGVisor {
+				// A preview, which passes this suite.
+				t.Setenv("AIRLOCK_GVISOR", "preview")
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv, Network: &policy.Config{}})
-			if errors.Is(err, airlock.ErrUnavailable) {
+			if errors.Is(err, airlock.ErrUnavailable) && (lv != airlock.IsolationGVisor || os.Getenv("AIRLOCK_REQUIRE_GVISOR") == "") {
 				t.Skip(err)
 			}
 			if err != nil {
