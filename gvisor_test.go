@@ -65,6 +65,13 @@ func TestGVisorLevel(t *testing.T) {
 		t.Errorf("the command reads %q", out)
 	}
 
+	// Mounts are refused, explicitly, until the Sentry's FUSE serves
+	// them (and never through runsc's gofer, which keeps set-id bits).
+	_, err = airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor, VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/host": {HostPath: t.TempDir()}}}})
+	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), "cannot serve host directories") {
+		t.Errorf("a host directory at the gvisor level: %v", err)
+	}
+
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-gvisor-"+sb.ID()+"-*"))
 	if len(dirs) != 1 {
 		t.Fatalf("private directories of %s: %v, want one", sb.ID(), dirs)

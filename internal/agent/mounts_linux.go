@@ -232,15 +232,24 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
 		return fmt.Errorf("the mount point is not a directory")
 	}
+	if err := unix.MoveMount(tree, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the mount: %w", err)
+	}
+	// Its flags are set once it is attached, before any command runs:
+	// gVisor's Sentry has no mount_setattr, and the bind remount that
+	// stands in for it needs a path, which a detached mount has not.
+	// The mount point opened again is the mount's root.
+	top, err := r.Open(rel)
+	if err != nil {
+		return fmt.Errorf("open the mount: %w", err)
+	}
+	defer top.Close()
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if d.Readonly {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := mountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+	if err := mountSetattr(int(top.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("set the mount's flags: %w", err)
-	}
-	if err := unix.MoveMount(tree, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach the mount: %w", err)
 	}
 	return nil
 }

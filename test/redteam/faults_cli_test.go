@@ -129,8 +129,10 @@ func agentOf(t *testing.T, sup int) int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		// The agent, or the VM monitor a vm sandbox's agent runs in.
-		if err != nil || (string(cmdline) != "airlock-guest\x00" && !strings.Contains(strings.SplitN(string(cmdline), "\x00", 2)[0], "qemu-system-")) {
+		// The agent, or the VM monitor a vm sandbox's agent runs in, or
+		// the runsc whose Sentry a gvisor sandbox's agent runs in.
+		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
+		if err != nil || (string(cmdline) != "airlock-guest\x00" && !strings.Contains(argv0, "qemu-system-") && !strings.HasSuffix(argv0, "runsc")) {
 			continue
 		}
 		status, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))

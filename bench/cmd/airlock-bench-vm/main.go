@@ -1,17 +1,20 @@
 //go:build linux
 
-// Command airlock-bench-vm measures the vm isolation level next to the
-// process level, in one run: time to interactive of a new sandbox (its
-// create and its first command), the exec round trip in a running
-// sandbox, and the host memory an idle sandbox holds. It names the
-// accelerator (KVM or TCG) the VMs ran on, prints a Markdown table and
-// writes the numbers as JSON.
+// Command airlock-bench-vm measures the vm and gvisor isolation levels
+// next to the process level, in one run: time to interactive of a new
+// sandbox (its create and its first command), from the host's root, from
+// an image and from a warm pool; the exec round trip in a running
+// sandbox; the wall time of `python3 -c 'print(1)'` in one; and the host
+// memory an idle sandbox holds. With gvisor among the levels it times a
+// bare `runsc do true` too. It names the accelerator (KVM or TCG) the VMs
+// ran on, prints a Markdown table and writes the numbers as JSON.
 //
-//	sudo go run ./bench/cmd/airlock-bench-vm [-runs 20] [-exec-runs 200] [-idle 5] [-json FILE]
+//	sudo go run ./bench/cmd/airlock-bench-vm [-levels process,vm,gvisor] [-runs 20] [-exec-runs 200] [-idle 5] [-json FILE]
 //
-// The guest kernel must be built (`airlock kernel build`, or
-// AIRLOCK_KERNEL_CACHE naming a cache that holds it). See
-// bench/README.md.
+// The vm level needs the guest kernel (`airlock kernel build`, or
+// AIRLOCK_KERNEL_CACHE naming a cache that holds it); the gvisor level
+// needs airlock-runsc (`make runsc`, or AIRLOCK_RUNSC), and is asked for
+// as the preview it is. See bench/README.md.
 package main
 
 import (
@@ -21,8 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +35,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
+	"github.com/airlock-sandbox/airlock/internal/boundary/gvisor"
 	"github.com/airlock-sandbox/airlock/internal/boundary/vm"
 )
 
@@ -57,8 +63,16 @@ func main() {
 		image    = flag.String("image", "minimal", "the image of the restore and pool series, from the image cache ($AIRLOCK_CACHE_DIR)")
 		jsonPath = flag.String("json", filepath.Join("bench", "results", "vm-latest.json"), "write the numbers as JSON to `FILE` (\"-\" for none)")
 		timeout  = flag.Duration("timeout", 20*time.Minute, "give up after this long")
+		levelsFl = flag.String("levels", "process,vm", "the isolation levels to measure, in order: process, vm, gvisor")
 	)
 	flag.Parse()
+	var levels []airlock.Isolation
+	for _, l := range strings.Split(*levelsFl, ",") {
+		levels = append(levels, airlock.Isolation(strings.TrimSpace(l)))
+	}
+	if slices.Contains(levels, airlock.IsolationGVisor) {
+		os.Setenv(gvisor.PreviewEnv, "preview")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -67,15 +81,26 @@ func main() {
 	if vm.HardwareVirtualization() {
 		r.Accelerator = "KVM"
 	}
-	for _, lv := range []airlock.Isolation{airlock.IsolationProcess, airlock.IsolationVM} {
+	if slices.Contains(levels, airlock.IsolationGVisor) {
+		s, err := bareRunsc(ctx, *runs)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "airlock-bench-vm: runsc do: %v\n", err)
+			os.Exit(1)
+		}
+		s.P50, s.P95 = stats.Percentile(s.Samples, 50), stats.Percentile(s.Samples, 95)
+		r.Series = append(r.Series, s)
+		fmt.Fprintf(os.Stderr, "%s: p50 %.2f %s\n", s.What, s.P50, s.Unit)
+	}
+	for _, lv := range levels {
 		withImage := airlock.Config{Isolation: lv, Image: *image}
 		for _, m := range []func(context.Context, airlock.Isolation) (*series, error){
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
-				return tti(ctx, airlock.Config{Isolation: lv}, "cold: the host's root (a VM boots)", *runs)
+				return tti(ctx, airlock.Config{Isolation: lv}, "cold: the host's root"+vmNote(lv, " (a VM boots)"), *runs)
 			},
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
-				return tti(ctx, withImage, "image "+*image+" (a VM restores its snapshot)", *runs)
+				return tti(ctx, withImage, "image "+*image+vmNote(lv, " (a VM restores its snapshot)"), *runs)
 			},
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return pythonWall(ctx, lv, *runs) },
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) {
 				return poolTTI(ctx, withImage, *runs)
 			},
@@ -102,6 +127,14 @@ func main() {
 			}
 		}
 	}
+}
+
+// vmNote is note at the vm level, and nothing at the others.
+func vmNote(lv airlock.Isolation, note string) string {
+	if lv == airlock.IsolationVM {
+		return note
+	}
+	return ""
 }
 
 // tti times a new sandbox of cfg until its first command ended,
@@ -186,9 +219,66 @@ func execRT(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
 	return s, nil
 }
 
+// pythonWall times `python3 -c 'print(1)'` in one running sandbox, after
+// an untimed run.
+func pythonWall(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
+	s := &series{Level: string(lv), What: "`python3 -c 'print(1)'` wall time", Unit: "ms"}
+	sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	cmd := airlock.Command{Argv: []string{"python3", "-c", "print(1)"}}
+	for i := range n + 1 {
+		start := time.Now()
+		res, err := sb.Run(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		if string(res.Stdout) != "1\n" {
+			return nil, fmt.Errorf("python3 printed %q", res.Stdout)
+		}
+		if i > 0 {
+			s.Samples = append(s.Samples, ms(time.Since(start)))
+		}
+	}
+	return s, nil
+}
+
+// bareRunsc times runsc alone (`runsc do true`, with no network, on
+// systrap), the floor a gvisor sandbox's start stands on.
+func bareRunsc(ctx context.Context, n int) (*series, error) {
+	s := &series{Level: "runsc", What: "bare `runsc --network=none do true`", Unit: "ms"}
+	runsc, err := gvisor.Find(exec.LookPath)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp("", "airlock-bench-runsc-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	args := []string{"--root", root, "--network", "none", "--platform", "systrap", "--ignore-cgroups"}
+	if os.Geteuid() != 0 {
+		args = append(args, "--rootless")
+	}
+	args = append(args, "do", "true")
+	for i := range n + 1 {
+		start := time.Now()
+		if out, err := exec.CommandContext(ctx, runsc, args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s %s: %v: %s", runsc, strings.Join(args, " "), err, out)
+		}
+		if i > 0 {
+			s.Samples = append(s.Samples, ms(time.Since(start)))
+		}
+	}
+	return s, nil
+}
+
 // idleMemory starts n sandboxes, lets them idle, and reads the
 // proportional set size (PSS) of each one's host process tree: its agent
-// (process) or QEMU (vm), with what they share divided among them.
+// (process), QEMU (vm) or runsc, its Sentry and gofer (gvisor), with what
+// they share divided among them.
 func idleMemory(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
 	s := &series{Level: string(lv), What: "host memory per idle sandbox (PSS)", Unit: "MiB"}
 	var sbs []*airlock.Sandbox
@@ -275,7 +365,7 @@ func treePSS(pid int) (int64, error) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func printTable(r *result) {
-	fmt.Printf("vm level on %s, next to the process level, in one run (%s)\n\n", r.Accelerator, r.When.Format(time.RFC3339))
+	fmt.Printf("isolation levels next to each other in one run; VMs on %s (%s)\n\n", r.Accelerator, r.When.Format(time.RFC3339))
 	fmt.Println("| level | measurement | p50 | p95 | runs |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, s := range r.Series {

@@ -53,9 +53,11 @@ var _ boundary.Backend = Backend{}
 // cross a socket pair, which needs nothing of the host.
 func (Backend) CheckNetwork() error { return nil }
 
-// BindsHostDirs: direct mounts are served by the host over the agent's
-// file protocol, as programmable mounts are; runsc's gofer would
-// otherwise serve them with its own rules for special files and ids.
+// BindsHostDirs: direct mounts would be served by the host over the
+// agent's file protocol, as programmable mounts are (which Start refuses
+// for now, see there), not by runsc's gofer: the gofer works on host
+// files as host root and keeps their set-id bits, so a sandbox could
+// leave a set-user-ID-root program in a host directory.
 func (Backend) BindsHostDirs() bool { return false }
 
 // Sandbox is a running gVisor sandbox.
@@ -86,8 +88,8 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, fmt.Errorf("%w: isolation \"gvisor\" needs gVisor's runsc: %v; %s (run `airlock doctor` to see what this machine supports)", boundary.ErrUnavailable, err, RunscFix)
 	}
-	if len(boot.Root.Direct) > 0 {
-		return nil, errors.New("the gvisor level does not bind host directories: its direct mounts are served by the host (BindsHostDirs)")
+	if len(boot.Root.VFS) > 0 {
+		return nil, fmt.Errorf("%w: the gvisor level cannot serve host directories (-v) or programmable mounts (--mount, vfs) yet: the Sentry's FUSE answers the agent's file server with errors (ENOSYS, EIO); use --isolation process or vm for mounts", boundary.ErrUnavailable)
 	}
 	dir, err := privdir.Make(privatePrefix, spec.ID)
 	if err != nil {
@@ -184,6 +186,9 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		"--ignore-cgroups",
 		"--overlay2", "none",
 		"--host-uds", "none",
+		// Set-id programs work as at the other levels (su, sudo inside
+		// the sandbox); they raise ids in the Sentry only.
+		"--allow-suid",
 	}
 	if os.Geteuid() != 0 {
 		args = append(args, "--rootless")
