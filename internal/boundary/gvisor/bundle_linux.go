@@ -28,7 +28,13 @@ const (
 // bound read-only; and the agent binary. Nothing else of the host is in
 // reach of the Sentry or its gofer. boot's root is rewritten to name
 // the paths inside.
-func bundle(dir, agentPath string, boot *agentproto.Boot, env []string) error {
+//
+// With ids (as root), the Sentry and its gofer run in a user namespace
+// that maps the sandbox's 0 to len-1 to that block of the host's: what
+// reaches the host's files through the gofer then carries no privilege
+// (host files of other owners are as closed to it as to any uid, and
+// what it makes belongs to the block), as at the process level.
+func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *specs.LinuxIDMapping) error {
 	rootfs := filepath.Join(dir, "rootfs")
 	for _, d := range []string{"proc", "sys", "dev", "tmp", "etc", ".airlock"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
@@ -98,6 +104,11 @@ func bundle(dir, agentPath string, boot *agentproto.Boot, env []string) error {
 		Linux: &specs.Linux{
 			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
 		},
+	}
+	if ids != nil {
+		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		spec.Linux.UIDMappings = []specs.LinuxIDMapping{*ids}
+		spec.Linux.GIDMappings = []specs.LinuxIDMapping{*ids}
 	}
 	b, err := json.MarshalIndent(&spec, "", "  ")
 	if err != nil {

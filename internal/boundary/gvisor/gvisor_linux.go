@@ -22,12 +22,15 @@ import (
 	"sync"
 	"syscall"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/boundary/privdir"
+	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/idalloc"
 )
 
 // privatePrefix begins the name of a sandbox's private directory (its
@@ -67,6 +70,7 @@ type Sandbox struct {
 	frames  *os.File
 	cmd     *exec.Cmd
 	group   *cgroup.Group
+	ids     *idalloc.Lease // the host ids the sandbox's map to, as root
 	notes   []string
 	stderr  *boundary.Tail
 	done    chan struct{}
@@ -174,8 +178,25 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 			env = append(env, k+"="+v)
 		}
 	}
+	var ids *specs.LinuxIDMapping
+	// With a prepared root (an image), which belongs to host root as
+	// images unpack, the sandbox's root must own its files: without an
+	// idmapped mount, which the Sentry's overlay does not take here
+	// (copying up a directory of it fails), the gofer keeps host root's
+	// ids. A prepared root holds none of the host's own files.
+	if os.Geteuid() == 0 && boot.Root.RootFS == "" {
+		if s.ids, err = process.ReserveIDs(ctx, spec.ID); err != nil {
+			return nil, err
+		}
+		ids = &specs.LinuxIDMapping{ContainerID: 0, HostID: s.ids.First, Size: s.ids.Count}
+		// The block's root (the gofer) reaches the bundle's root
+		// through this directory, which it may cross but not list.
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("open the sandbox's private directory to its ids: %w", err)
+		}
+	}
 	bdir := filepath.Join(dir, "bundle")
-	if err := bundle(bdir, spec.AgentPath, boot, env); err != nil {
+	if err := bundle(bdir, spec.AgentPath, boot, env, ids); err != nil {
 		return nil, err
 	}
 
@@ -334,9 +355,19 @@ func (s *Sandbox) Close() error {
 			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 			<-s.done
 		}
+		cleared := true
 		if s.group != nil {
 			if err := s.group.Delete(); err != nil {
 				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+				cleared = false
+			}
+		}
+		// No process runs with the sandbox's ids any more (runsc and
+		// its children are gone and the cgroup empty); ids that may
+		// still be in use stay held until this process exits.
+		if cleared && s.ids != nil {
+			if err := s.ids.Release(); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if err := privdir.Remove(s.dir); err != nil {

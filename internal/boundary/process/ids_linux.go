@@ -56,17 +56,9 @@ func hostIDs(ctx context.Context, id string) (idMapping, error) {
 	if os.Getuid() != 0 {
 		return callerIDs(), nil
 	}
-	reg, err := idalloc.Open(HostIDsDir, SandboxUIDBase, SandboxUIDRange)
+	l, err := ReserveIDs(ctx, id)
 	if err != nil {
-		return idMapping{}, fmt.Errorf("reserve the sandbox's host ids: %w", err)
-	}
-	owner, err := idalloc.Self(id)
-	if err != nil {
-		return idMapping{}, fmt.Errorf("reserve the sandbox's host ids: %w", err)
-	}
-	l, err := reg.Allocate(ctx, owner, SandboxIDs)
-	if err != nil {
-		return idMapping{}, fmt.Errorf("reserve the sandbox's host ids: %w", err)
+		return idMapping{}, err
 	}
 	block := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(l.First), Size: int(l.Count)}}
 	return idMapping{uids: block, gids: block, lease: l}, nil
@@ -84,4 +76,24 @@ func callerIDs() idMapping {
 	m.uids, m.gids = sub.Maps(uid, gid)
 	m.helpers = &sub
 	return m
+}
+
+// ReserveIDs reserves, as root, a block of SandboxIDs host ids for
+// sandbox id, unique among running sandboxes of every level, held until
+// the lease is released or this process exits: the ids another boundary
+// maps its sandbox's 0 to SandboxIDs-1 to.
+func ReserveIDs(ctx context.Context, id string) (*idalloc.Lease, error) {
+	reg, err := idalloc.Open(HostIDsDir, SandboxUIDBase, SandboxUIDRange)
+	if err != nil {
+		return nil, fmt.Errorf("reserve the sandbox's host ids: %w", err)
+	}
+	owner, err := idalloc.Self(id)
+	if err != nil {
+		return nil, fmt.Errorf("reserve the sandbox's host ids: %w", err)
+	}
+	l, err := reg.Allocate(ctx, owner, SandboxIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reserve the sandbox's host ids: %w", err)
+	}
+	return l, nil
 }
