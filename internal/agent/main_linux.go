@@ -342,10 +342,9 @@ func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
 	files = append(files, cgfds...)
 	p, err := os.StartProcess("/proc/self/exe", []string{"airlock-guest", "zygote", base64.StdEncoding.EncodeToString(b)}, &os.ProcAttr{
 		Dir: "/",
-		// The spawner blocks two threads in system calls (reading
-		// requests, waiting for children), each keeping its P so that it
-		// runs at once when woken; a third P serves everything else.
-		Env:   []string{"GOMAXPROCS=3"},
+		// Nothing of the agent's environment (nil would pass it on);
+		// each command gets its own.
+		Env:   []string{},
 		Files: files,
 		// No parent-death signal here: the spawner sets its own (see
 		// ZygoteMain), since the runtime's check that the parent still

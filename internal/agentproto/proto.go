@@ -61,9 +61,10 @@ const (
 // SpawnerTasks is how many tasks (threads) the agent's process spawner
 // may need, counted with the user's commands against the sandbox's pids
 // limit: the spawner is a Go program and lives in the commands' cgroup so
-// that they inherit it. It runs about 9 threads (its main thread, the
-// reaper's, the runtime's monitor and template threads, one per P of 3);
-// the rest is headroom.
+// that they inherit it. It runs 8 to 10 threads, all made before it is
+// ready (its main thread, the reaper's, the runtime's monitor, template
+// and signal threads, and idle spares; it runs on one P); the rest is
+// headroom.
 const SpawnerTasks = 12
 
 // SpawnerSetupTimeout bounds the spawner's setup, from its start to its
