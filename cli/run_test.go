@@ -364,14 +364,25 @@ func TestOneBinary(t *testing.T) {
 	if err := os.WriteFile(solo, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(solo, "run", "--", "sh", "-c", "echo alone")
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AIRLOCK_AGENT=") && !strings.HasPrefix(kv, "PATH=") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
-	out, err := cmd.CombinedOutput()
+	env = append(env, "PATH=/usr/bin:/bin")
+	var out []byte
+	for try := 0; ; try++ {
+		cmd := exec.Command(solo, "run", "--", "sh", "-c", "echo alone")
+		cmd.Env = env
+		out, err = cmd.CombinedOutput()
+		// A parallel test's fork may still hold the descriptor that
+		// wrote the binary (go.dev/issue/22315) until its exec.
+		if !errors.Is(err, syscall.ETXTBSY) || try == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil || string(out) != "alone\n" {
 		t.Errorf("airlock alone: %v: %q", err, out)
 	}
