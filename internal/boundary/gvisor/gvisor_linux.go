@@ -194,6 +194,8 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		if err := os.Chmod(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("open the sandbox's private directory to its ids: %w", err)
 		}
+	} else if os.Geteuid() == 0 {
+		s.notes = append(s.notes, "gvisor: with a prepared root (an image or --rootfs), the Sentry's file server keeps host root's ids: files of the root's directory that other host users own are open to root in the sandbox, where the process level hides them")
 	}
 	bdir := filepath.Join(dir, "bundle")
 	if err := bundle(bdir, spec.AgentPath, boot, env, ids); err != nil {
@@ -308,32 +310,11 @@ func (s *Sandbox) Err() error {
 }
 
 // Counters reports the sandbox cgroup's limit events so far.
-func (s *Sandbox) Counters() (boundary.Counters, error) {
-	if s.group == nil {
-		return boundary.Counters{}, errors.ErrUnsupported
-	}
-	ev, err := s.group.Events()
-	if err != nil {
-		return boundary.Counters{}, err
-	}
-	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
-}
+func (s *Sandbox) Counters() (boundary.Counters, error) { return boundary.GroupCounters(s.group) }
 
 // Usage reads the sandbox cgroup's figures: the Sentry's and the gofer's
 // with the sandbox's processes, which are the Sentry's.
-func (s *Sandbox) Usage() (boundary.Usage, error) {
-	if s.group == nil {
-		return boundary.Usage{}, errors.ErrUnsupported
-	}
-	st, err := s.group.Stats()
-	if err != nil {
-		return boundary.Usage{}, err
-	}
-	return boundary.Usage{
-		CPUNanos: st.CPUUsageNanos, MemoryBytes: st.MemoryCurrentBytes, MemoryPeakBytes: st.MemoryPeakBytes,
-		Pids: st.PidsCurrent, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits,
-	}, nil
-}
+func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.GroupUsage(s.group) }
 
 // PidsCurrent: the host's task count is the Sentry's, not the sandbox's
 // processes', which only the Sentry knows.

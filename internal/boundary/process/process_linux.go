@@ -350,31 +350,10 @@ func agentEnd(ps *os.ProcessState, waitErr error) string {
 
 // Counters reports the user cgroup's limit events so far. It is read
 // around every command, so it reads only the two counters.
-func (s *Sandbox) Counters() (boundary.Counters, error) {
-	if s.group == nil {
-		return boundary.Counters{}, errors.ErrUnsupported
-	}
-	ev, err := s.group.Events()
-	if err != nil {
-		return boundary.Counters{}, err
-	}
-	return boundary.Counters{OOMKills: ev.OOMKills, PidsLimitHits: ev.PidsLimitHits}, nil
-}
+func (s *Sandbox) Counters() (boundary.Counters, error) { return boundary.GroupCounters(s.group) }
 
 // Usage reads the user cgroup's figures.
-func (s *Sandbox) Usage() (boundary.Usage, error) {
-	if s.group == nil {
-		return boundary.Usage{}, errors.ErrUnsupported
-	}
-	st, err := s.group.Stats()
-	if err != nil {
-		return boundary.Usage{}, err
-	}
-	return boundary.Usage{
-		CPUNanos: st.CPUUsageNanos, MemoryBytes: st.MemoryCurrentBytes, MemoryPeakBytes: st.MemoryPeakBytes,
-		Pids: st.PidsCurrent, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits,
-	}, nil
-}
+func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.GroupUsage(s.group) }
 
 // PidsCurrent is how many tasks count against the pids limit: the user
 // cgroup's, the spawner's threads included.
