@@ -38,6 +38,9 @@ type Options struct {
 	// the write call returns (close and fsync flush them), so a
 	// provider's hooks and quota errors are seen late: off by default.
 	Writeback bool
+	// IDs maps the ids of the kernel that mounts to the provider's; the
+	// zero value passes them as they are.
+	IDs IDShift
 	// Logger receives diagnostics; default: discard.
 	Logger *slog.Logger
 }
@@ -48,9 +51,41 @@ const (
 	DefaultReadAhead = 1 << 20
 )
 
+// IDShift maps a provider's ids to the ids of the kernel that mounts
+// it: provider id x is kernel id Base+x, for x below Size. Any other
+// id, either way, is the overflow id (65534), as an unmapped id in a
+// user namespace. A Size of 0 maps every id to itself.
+type IDShift struct {
+	Base, Size uint32
+}
+
+// overflowID is what an id outside the shift becomes.
+const overflowID = 65534
+
+func (m IDShift) toProvider(id uint32) uint32 {
+	switch {
+	case m.Size == 0:
+		return id
+	case id >= m.Base && id-m.Base < m.Size:
+		return id - m.Base
+	}
+	return overflowID
+}
+
+func (m IDShift) toKernel(id uint32) uint32 {
+	switch {
+	case m.Size == 0:
+		return id
+	case id < m.Size:
+		return m.Base + id
+	}
+	return overflowID
+}
+
 // fileSystem is one mount's state.
 type fileSystem struct {
 	p                         vfs.Provider
+	ids                       IDShift
 	attrTimeout, entryTimeout time.Duration
 	// openFlags are the FOPEN_* flags of every opened file.
 	openFlags uint32
@@ -81,7 +116,7 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	fsys := &fileSystem{p: p, attrTimeout: timeout(opts.AttrTimeout), entryTimeout: timeout(opts.EntryTimeout)}
+	fsys := &fileSystem{p: p, ids: opts.IDs, attrTimeout: timeout(opts.AttrTimeout), entryTimeout: timeout(opts.EntryTimeout)}
 	// The kernel tells apart the writes of a file opened without a
 	// flush of its own (FOPEN_NOFLUSH): no FLUSH request on close.
 	fsys.openFlags = fuse.FOPEN_NOFLUSH

@@ -429,3 +429,153 @@ func TestSpecialFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectoryListedWhenRead: a directory held open lists what it holds
+// when it is read, and again when read from the start (rewinddir), not
+// what it held when it was opened (gVisor's file server keeps
+// directories open).
+func TestDirectoryListedWhenRead(t *testing.T) {
+	dir := mount(t, vfs.NewMemory(vfs.MemoryOptions{}))
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := os.WriteFile(filepath.Join(dir, "a"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := d.Readdirnames(-1); err != nil || !slices.Equal(names, []string{"a"}) {
+		t.Errorf("first read after a file was made: %v %v", names, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	names, err := d.Readdirnames(-1)
+	slices.Sort(names)
+	if err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("read again from the start: %v %v", names, err)
+	}
+}
+
+// TestPathsBounded: a provider is never given a path longer than
+// vfs.MaxPath, however deep names are made one at a time or a tree is
+// moved: ENAMETOOLONG, and the mount goes on.
+func TestPathsBounded(t *testing.T) {
+	dir := mount(t, vfs.NewMemory(vfs.MemoryOptions{}))
+	name := strings.Repeat("n", 255)
+	at := func(depth int) string {
+		return filepath.Join(append([]string{dir}, slices.Repeat([]string{name}, depth)...)...)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := 0
+	for ; depth < 100; depth++ {
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+			if err != unix.ENAMETOOLONG {
+				t.Fatalf("mkdir at depth %d: %v", depth, err)
+			}
+			break
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	if want := vfs.MaxPath / 256; depth != want {
+		t.Errorf("names made %d deep, want %d", depth, want)
+	}
+	// Moved beneath a second tree, the deepest directories are out of
+	// reach.
+	if err := os.Mkdir(filepath.Join(dir, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "x", name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(at(1), filepath.Join(dir, "x", name, name)); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(append([]string{"x", name}, slices.Repeat([]string{name}, depth)...)...)
+	fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// The kernel may still know the names (it resolves them without
+	// asking); what reaches the provider there fails.
+	var walkErr error
+	for _, n := range strings.Split(deep, "/") {
+		next, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			walkErr = err
+			break
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	if walkErr == nil {
+		f, err := unix.Openat(fd, "f", unix.O_CREAT|unix.O_WRONLY, 0o644)
+		if err == nil {
+			unix.Close(f)
+		}
+		walkErr = err
+	}
+	if walkErr != unix.ENAMETOOLONG {
+		t.Errorf("a file in the moved tree's deepest directory: %v, want ENAMETOOLONG", walkErr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "still"), []byte("ok"), 0o644); err != nil {
+		t.Errorf("the mount after: %v", err)
+	}
+}
+
+// TestIDShift: with Options.IDs, the kernel sees the provider's ids
+// moved into the shift's block, and the provider the kernel's moved
+// back; ids outside either side are the overflow id.
+func TestIDShift(t *testing.T) {
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	ctx := context.Background()
+	for _, f := range []string{"/in", "/out"} {
+		h, err := mem.Create(ctx, f, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	if err := mem.Chown(ctx, "/in", 7, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Chown(ctx, "/out", 70000, 70000); err != nil {
+		t.Fatal(err)
+	}
+	dir := mountWith(t, mem, vfsfuse.Options{IDs: vfsfuse.IDShift{Base: 100000, Size: 65536}})
+	for f, want := range map[string][2]uint32{"in": {100007, 100008}, "out": {65534, 65534}} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, f), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != want[0] || st.Gid != want[1] {
+			t.Errorf("%s: owner %d:%d through the mount, want %d:%d", f, st.Uid, st.Gid, want[0], want[1])
+		}
+	}
+	if err := os.Lchown(filepath.Join(dir, "in"), 100009, 100010); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := mem.Stat(ctx, "/in"); err != nil || fi.UID != 9 || fi.GID != 10 {
+		t.Errorf("chown through the mount: the provider has %d:%d (%v), want 9:10", fi.UID, fi.GID, err)
+	}
+	// Root of the host is no id of the block.
+	if err := os.WriteFile(filepath.Join(dir, "new"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := mem.Stat(ctx, "/new"); err != nil || fi.UID != 65534 {
+		t.Errorf("a file host root made: the provider has uid %d (%v), want 65534", fi.UID, err)
+	}
+}

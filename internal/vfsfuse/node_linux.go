@@ -2,6 +2,7 @@ package vfsfuse
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -69,11 +70,29 @@ func (n *node) OnForget() {}
 // path is the node's path in the provider. An unlinked node's path
 // names nothing (go-fuse puts a placeholder where its name was), so
 // path operations on it fail with ENOENT while its open handles work.
-func (n *node) path() string {
-	return "/" + n.Path(n.Root())
+//
+// A path a provider may not be given (vfs.CleanPath: too long or too
+// deep) fails with ENAMETOOLONG. The kernel resolves names one at a
+// time and a rename moves a whole tree deeper, so nothing else bounds
+// the paths of a mount.
+func (n *node) path() (string, syscall.Errno) {
+	return checked("/" + n.Path(n.Root()))
 }
 
-func (n *node) child(name string) string { return path.Join(n.path(), name) }
+func (n *node) child(name string) (string, syscall.Errno) {
+	p, e := n.path()
+	if e != 0 {
+		return "", e
+	}
+	return checked(path.Join(p, name))
+}
+
+func checked(p string) (string, syscall.Errno) {
+	if _, err := vfs.CleanPath(p); err != nil {
+		return "", errno(err)
+	}
+	return p, 0
+}
 
 // caller marks a request's context as the sandbox's, with its caller,
 // for the provider. The kernel's interrupts do not cancel it: a signal
@@ -81,10 +100,10 @@ func (n *node) child(name string) string { return path.Join(n.path(), name) }
 // would otherwise fail the system call with EINTR, which close and many
 // programs do not retry; a request runs to its end, or to the
 // provider's timeout, as on a local file system.
-func caller(ctx context.Context) context.Context {
+func (f *fileSystem) caller(ctx context.Context) context.Context {
 	ctx = vfs.WithOrigin(context.WithoutCancel(ctx), vfs.OriginSandbox)
 	if c, ok := fuse.FromContext(ctx); ok {
-		return vfs.WithCaller(ctx, vfs.Caller{UID: c.Uid, GID: c.Gid, PID: c.Pid})
+		return vfs.WithCaller(ctx, vfs.Caller{UID: f.ids.toProvider(c.Uid), GID: f.ids.toProvider(c.Gid), PID: c.Pid})
 	}
 	return ctx
 }
@@ -94,7 +113,7 @@ func errno(err error) syscall.Errno { return vfs.Errno(err) }
 // newChild makes (or finds, for another link of the same file) the
 // inode of a file the provider described, and fills out.
 func (n *node) newChild(ctx context.Context, fi vfs.FileInfo, out *fuse.EntryOut) *gofs.Inode {
-	fillAttr(fi, &out.Attr)
+	n.fsys.fillAttr(fi, &out.Attr)
 	n.fsys.setEntryTimeouts(out)
 	return n.NewInode(ctx, &node{fsys: n.fsys}, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: fi.Ino})
 }
@@ -103,7 +122,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if len(name) > maxName {
 		return nil, syscall.ENAMETOOLONG
 	}
-	fi, err := n.fsys.p.Stat(caller(ctx), n.child(name))
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, e
+	}
+	fi, err := n.fsys.p.Stat(n.fsys.caller(ctx), p)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -114,18 +137,25 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 	if fh, ok := f.(*fileHandle); ok {
 		return fh.Getattr(ctx, out)
 	}
-	fi, err := n.fsys.p.Stat(caller(ctx), n.path())
+	p, e := n.path()
+	if e != 0 {
+		return e
+	}
+	fi, err := n.fsys.p.Stat(n.fsys.caller(ctx), p)
 	if err != nil {
 		return errno(err)
 	}
-	fillAttr(fi, &out.Attr)
+	n.fsys.fillAttr(fi, &out.Attr)
 	n.fsys.setAttrTimeout(out)
 	return 0
 }
 
 func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx = caller(ctx)
-	p := n.path()
+	ctx = n.fsys.caller(ctx)
+	p, e := n.path()
+	if e != 0 {
+		return e
+	}
 	fh, _ := f.(*fileHandle)
 	if mode, ok := in.GetMode(); ok {
 		if err := n.fsys.p.Chmod(ctx, p, fileMode(mode)); err != nil {
@@ -137,10 +167,10 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if uok || gok {
 		u, g := -1, -1
 		if uok {
-			u = int(uid)
+			u = int(n.fsys.ids.toProvider(uid))
 		}
 		if gok {
-			g = int(gid)
+			g = int(n.fsys.ids.toProvider(gid))
 		}
 		if err := n.fsys.p.Chown(ctx, p, u, g); err != nil {
 			return errno(err)
@@ -178,19 +208,27 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	h, err := n.fsys.p.Open(caller(ctx), n.path(), openFlags(flags), 0)
+	p, e := n.path()
+	if e != 0 {
+		return nil, 0, e
+	}
+	h, err := n.fsys.p.Open(n.fsys.caller(ctx), p, openFlags(flags), 0)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return &fileHandle{h: h}, n.fsys.openFlags, 0
+	return &fileHandle{h: h, fsys: n.fsys}, n.fsys.openFlags, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
 	if len(name) > maxName {
 		return nil, nil, 0, syscall.ENAMETOOLONG
 	}
-	ctx = caller(ctx)
-	h, err := n.fsys.p.Open(ctx, n.child(name), openFlags(flags)|os.O_CREATE, fileMode(mode).Perm()|fileMode(mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	ctx = n.fsys.caller(ctx)
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	h, err := n.fsys.p.Open(ctx, p, openFlags(flags)|os.O_CREATE, fileMode(mode).Perm()|fileMode(mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -199,7 +237,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Close()
 		return nil, nil, 0, errno(err)
 	}
-	return n.newChild(ctx, fi, out), &fileHandle{h: h}, n.fsys.openFlags, 0
+	return n.newChild(ctx, fi, out), &fileHandle{h: h, fsys: n.fsys}, n.fsys.openFlags, 0
 }
 
 // Mknod makes a regular file (mknod with S_IFREG, as some programs do),
@@ -213,8 +251,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, _ uint32, ou
 	if len(name) > maxName {
 		return nil, syscall.ENAMETOOLONG
 	}
-	ctx = caller(ctx)
-	p := n.child(name)
+	ctx = n.fsys.caller(ctx)
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, e
+	}
 	perm := fileMode(mode)
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFREG, 0:
@@ -252,8 +293,11 @@ func (n *node) entry(ctx context.Context, p string, out *fuse.EntryOut) (*gofs.I
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx = caller(ctx)
-	p := n.child(name)
+	ctx = n.fsys.caller(ctx)
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, e
+	}
 	if err := n.fsys.p.Mkdir(ctx, p, fileMode(mode)&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
 		return nil, errno(err)
 	}
@@ -261,17 +305,29 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return errno(n.fsys.p.Remove(caller(ctx), n.child(name)))
+	p, e := n.child(name)
+	if e != 0 {
+		return e
+	}
+	return errno(n.fsys.p.Remove(n.fsys.caller(ctx), p))
 }
 
-func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return errno(n.fsys.p.Remove(caller(ctx), n.child(name)))
-}
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno { return n.Unlink(ctx, name) }
 
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	ctx = caller(ctx)
-	from := n.child(name)
-	to := path.Join("/"+newParent.EmbeddedInode().Path(n.Root()), newName)
+	ctx = n.fsys.caller(ctx)
+	from, e := n.child(name)
+	if e != 0 {
+		return e
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	to, e := np.child(newName)
+	if e != 0 {
+		return e
+	}
 	switch flags {
 	case 0:
 	case unix.RENAME_NOREPLACE:
@@ -289,8 +345,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx = caller(ctx)
-	p := n.child(name)
+	ctx = n.fsys.caller(ctx)
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, e
+	}
 	if err := n.fsys.p.Symlink(ctx, target, p); err != nil {
 		return nil, errno(err)
 	}
@@ -298,7 +357,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	t, err := n.fsys.p.Readlink(caller(ctx), n.path())
+	p, e := n.path()
+	if e != 0 {
+		return nil, e
+	}
+	t, err := n.fsys.p.Readlink(n.fsys.caller(ctx), p)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -306,16 +369,27 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx = caller(ctx)
-	p := n.child(name)
-	if err := n.fsys.p.Link(ctx, "/"+target.EmbeddedInode().Path(n.Root()), p); err != nil {
+	ctx = n.fsys.caller(ctx)
+	p, e := n.child(name)
+	if e != 0 {
+		return nil, e
+	}
+	tn, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	old, e := tn.path()
+	if e != 0 {
+		return nil, e
+	}
+	if err := n.fsys.p.Link(ctx, old, p); err != nil {
 		return nil, errno(err)
 	}
 	return n.entry(ctx, p, out)
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	st, err := n.fsys.p.Statfs(caller(ctx))
+	st, err := n.fsys.p.Statfs(n.fsys.caller(ctx))
 	if err != nil {
 		return errno(err)
 	}
@@ -345,26 +419,46 @@ func (n *node) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
 }
 func (n *node) Removexattr(context.Context, string) syscall.Errno { return syscall.ENODATA }
 
-// OpendirHandle lists the directory once; its entries answer the
-// kernel's reads of it and, for READDIRPLUS, its lookups, with no
-// further request to the provider.
-func (n *node) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	entries, err := n.fsys.p.Readdir(caller(ctx), n.path())
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	return &dirHandle{n: n, entries: entries}, 0, 0
+// OpendirHandle opens a directory, which is listed when it is first
+// read, and again each time it is read from the start (rewinddir): a
+// reader that keeps a directory open (as gVisor's file server does)
+// sees what changed since. The listing's entries answer the kernel's
+// reads and, for READDIRPLUS, its lookups, with no further request to
+// the provider.
+func (n *node) OpendirHandle(context.Context, uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, 0, 0
 }
 
-// dirHandle is an open directory: the listing made when it was opened,
-// read from a position, with "." and "..".
+// dirHandle is an open directory: its listing, read from a position,
+// with "." and "..".
 type dirHandle struct {
 	n       *node
 	entries []vfs.FileInfo
+	listed  bool
 	pos     int
 }
 
-func (d *dirHandle) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+// list lists the directory now. A directory removed meanwhile is empty,
+// as Linux reads one.
+func (d *dirHandle) list(ctx context.Context) syscall.Errno {
+	p, e := d.n.path()
+	if e != 0 {
+		return e
+	}
+	entries, err := d.n.fsys.p.Readdir(d.n.fsys.caller(ctx), p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errno(err)
+	}
+	d.entries, d.listed = entries, true
+	return 0
+}
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !d.listed {
+		if e := d.list(ctx); e != 0 {
+			return nil, e
+		}
+	}
 	switch {
 	case d.pos == 0:
 		d.pos++
@@ -380,7 +474,16 @@ func (d *dirHandle) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) 
 	return &fuse.DirEntry{Name: fi.Name, Mode: modeBits(fi.Mode) & syscall.S_IFMT, Ino: fi.Ino, Off: uint64(d.pos)}, 0
 }
 
-func (d *dirHandle) Seekdir(_ context.Context, off uint64) syscall.Errno {
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		d.listed, d.pos = false, 0
+		return 0
+	}
+	if !d.listed {
+		if e := d.list(ctx); e != 0 {
+			return e
+		}
+	}
 	if off > uint64(len(d.entries))+2 {
 		return syscall.EINVAL
 	}
@@ -401,11 +504,12 @@ func (d *dirHandle) Releasedir(context.Context, uint32) { d.entries = nil }
 
 // fileHandle is an open file of the provider.
 type fileHandle struct {
-	h vfs.Handle
+	h    vfs.Handle
+	fsys *fileSystem
 }
 
 func (f *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := f.h.ReadAt(caller(ctx), dest, off)
+	n, err := f.h.ReadAt(f.fsys.caller(ctx), dest, off)
 	if err != nil && err != io.EOF {
 		return nil, errno(err)
 	}
@@ -413,7 +517,7 @@ func (f *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (f *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := f.h.WriteAt(caller(ctx), data, off)
+	n, err := f.h.WriteAt(f.fsys.caller(ctx), data, off)
 	if err != nil && n == 0 {
 		return 0, errno(err)
 	}
@@ -421,17 +525,17 @@ func (f *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 }
 
 func (f *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	fi, err := f.h.Stat(caller(ctx))
+	fi, err := f.h.Stat(f.fsys.caller(ctx))
 	if err != nil {
 		return errno(err)
 	}
-	fillAttr(fi, &out.Attr)
+	f.fsys.fillAttr(fi, &out.Attr)
 	return 0
 }
 
 func (f *fileHandle) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok {
-		if err := f.h.Truncate(caller(ctx), int64(size)); err != nil {
+		if err := f.h.Truncate(f.fsys.caller(ctx), int64(size)); err != nil {
 			return errno(err)
 		}
 	}
@@ -439,7 +543,7 @@ func (f *fileHandle) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.
 }
 
 func (f *fileHandle) Fsync(ctx context.Context, _ uint32) syscall.Errno {
-	return errno(f.h.Sync(caller(ctx)))
+	return errno(f.h.Sync(f.fsys.caller(ctx)))
 }
 
 // Flush needs nothing: writes reach the provider as they are made.
@@ -508,7 +612,7 @@ func modeBits(m fs.FileMode) uint32 {
 }
 
 // fillAttr turns a provider's description of a file into the kernel's.
-func fillAttr(fi vfs.FileInfo, a *fuse.Attr) {
+func (f *fileSystem) fillAttr(fi vfs.FileInfo, a *fuse.Attr) {
 	a.Ino = fi.Ino
 	a.Mode = modeBits(fi.Mode)
 	a.Size = uint64(max(fi.Size, 0))
@@ -524,7 +628,7 @@ func fillAttr(fi vfs.FileInfo, a *fuse.Attr) {
 			a.Nlink = 2
 		}
 	}
-	a.Owner = fuse.Owner{Uid: fi.UID, Gid: fi.GID}
+	a.Owner = fuse.Owner{Uid: f.ids.toKernel(fi.UID), Gid: f.ids.toKernel(fi.GID)}
 	mt := fi.ModTime
 	at, ct := fi.ATime, fi.CTime
 	if at.IsZero() {
