@@ -158,13 +158,12 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if nw != nil {
 		pol = nw.policy
 	}
-	fsys, err := buildVFS(&c, pol, nil, !be.BindsHostDirs())
+	fsys, err := buildVFS(&c, pol, func(e Event) { emitTo(c.OnEvent, id, e) }, !be.BindsHostDirs())
 	if err != nil {
 		nw.close()
 		return nil, fmt.Errorf("invalid sandbox config: %w", err)
 	}
 	boot := bootcfg.Boot(bootInput(id, &c, st, be.BindsHostDirs()))
-	fsys.boot(boot)
 	if nw != nil {
 		nw.configureBoot(boot)
 	}
@@ -172,6 +171,11 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	if err != nil {
 		nw.close()
 		return nil, err
+	}
+	if be.ServesMounts() {
+		spec.Mounts = fsys.mounts()
+	} else {
+		fsys.boot(boot)
 	}
 	if nw != nil {
 		spec.Link = nw.linkSpec()

@@ -35,13 +35,16 @@ type (
 	NetworkEvent   = api.NetworkEvent
 )
 
-func (s *Sandbox) emit(e Event) {
-	if s.cfg.OnEvent == nil {
+func (s *Sandbox) emit(e Event) { emitTo(s.cfg.OnEvent, s.id, e) }
+
+// emitTo reports e of sandbox id to on, when set.
+func emitTo(on func(Event), id string, e Event) {
+	if on == nil {
 		return
 	}
 	e.Timestamp = time.Now().Unix()
-	e.SandboxID = s.id
-	s.cfg.OnEvent(e)
+	e.SandboxID = id
+	on(e)
 }
 
 func (s *Sandbox) emitNetwork(e api.NetworkEvent) {

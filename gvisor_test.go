@@ -3,9 +3,11 @@ package airlock_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +25,13 @@ import (
 func TestGVisorLevel(t *testing.T) {
 	t.Setenv("AIRLOCK_GVISOR", "preview")
 	ctx := testCtx(t, 2*time.Minute)
-	sb, err := airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor})
+	cfg := airlock.Config{Isolation: airlock.IsolationGVisor}
+	if isRoot() {
+		// Mounts are served from FUSE mounts on the host, which only
+		// root makes.
+		cfg.VFS = airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/m": {Type: airlock.MountMemory}}}
+	}
+	sb, err := airlock.Create(ctx, cfg)
 	if errors.Is(err, airlock.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_GVISOR") == "" {
 		t.Skip(err)
 	}
@@ -73,16 +81,29 @@ func TestGVisorLevel(t *testing.T) {
 		t.Errorf("the command reads %q", out)
 	}
 
-	// Mounts are refused, explicitly, until the Sentry's FUSE serves
-	// them (and never through runsc's gofer, which keeps set-id bits).
-	_, err = airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor, VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/host": {HostPath: t.TempDir()}}}})
-	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), "cannot serve host directories") {
-		t.Errorf("a host directory at the gvisor level: %v", err)
-	}
-
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-gvisor-"+sb.ID()+"-*"))
 	if len(dirs) != 1 {
 		t.Fatalf("private directories of %s: %v, want one", sb.ID(), dirs)
+	}
+
+	// A programmable mount reaches the Sentry through its gofer, from a
+	// FUSE mount on the host that no other host user can reach.
+	if isRoot() {
+		if out := mustRun(t, ctx, sb, "echo made inside > /m/f; mkfifo /m/p; (echo through a FIFO > /m/p &); cat /m/p; python3 -c 'import mmap; f = open(\"/m/f\", \"r+b\"); print(mmap.mmap(f.fileno(), 0)[:4].decode())'"); out != "through a FIFO\nmade\n" {
+			t.Errorf("the mount, from inside: %q", out)
+		}
+		if b, err := sb.ReadFile(ctx, "/m/f"); err != nil || string(b) != "made inside\n" {
+			t.Errorf("the mount's file through the file API: %q, %v", b, err)
+		}
+		host := filepath.Join(dirs[0], "mounts", "0")
+		if b, err := os.ReadFile(filepath.Join(host, "f")); err != nil || string(b) != "made inside\n" {
+			t.Errorf("the host's FUSE mount, as root: %q, %v", b, err)
+		}
+		ls := exec.Command("ls", host)
+		ls.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if out, err := ls.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
+			t.Errorf("another host user lists the sandbox's mount: %v %s", err, out)
+		}
 	}
 	if err := sb.Close(); err != nil {
 		t.Errorf("close: %v", err)

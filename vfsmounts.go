@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/internal/vfsproto"
 	"github.com/airlock-sandbox/airlock/policy"
@@ -35,6 +36,9 @@ type sandboxVFS struct {
 	direct directPaths
 	// emit reports a file event.
 	emit func(Event)
+	// overStream: the agent mounts them, and the host serves them over
+	// its stream (startVFS); otherwise the boundary serves them.
+	overStream bool
 }
 
 // buildVFS makes the providers c describes, and, with serveDirect (a
@@ -268,11 +272,25 @@ func (m MountSpec) provider(defaultBytes int64) (vfs.Provider, error) {
 	return p, nil
 }
 
-// boot tells the agent which mounts to prepare.
+// boot tells the agent which mounts to prepare, and has them served
+// over its stream once it has (startVFS).
 func (v *sandboxVFS) boot(b *agentproto.Boot) {
 	if v != nil {
 		b.Root.VFS = v.targets
+		v.overStream = true
 	}
+}
+
+// mounts are the mounts, for a boundary that serves them itself.
+func (v *sandboxVFS) mounts() []boundary.Mount {
+	if v == nil {
+		return nil
+	}
+	ms := make([]boundary.Mount, 0, len(v.targets))
+	for _, t := range v.targets {
+		ms = append(ms, boundary.Mount{Target: t, Provider: v.view(t)})
+	}
+	return ms
 }
 
 // view is the provider the agent's mount at target serves: the tree
@@ -325,10 +343,9 @@ const vfsAttachTimeout = 30 * time.Second
 // of its own, and serves it until the sandbox ends. It returns once all
 // are mounted.
 func (s *Sandbox) startVFS(ctx context.Context) error {
-	if s.vfs == nil {
+	if s.vfs == nil || !s.vfs.overStream {
 		return nil
 	}
-	s.vfs.emit = s.emit
 	life, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-s.closed

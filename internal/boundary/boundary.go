@@ -16,6 +16,7 @@ import (
 	"os"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/vfs"
 )
 
 // ErrUnavailable is wrapped by the errors of a backend that cannot run
@@ -33,6 +34,11 @@ type Backend interface {
 	// When it does not, the host serves them as real_fs mounts over the
 	// agent's file protocol, and Boot.Root.Direct is empty.
 	BindsHostDirs() bool
+	// ServesMounts reports whether the backend serves programmable
+	// mounts (Spec.Mounts) into the sandbox itself. When it does not,
+	// the agent mounts them (Boot.Root.VFS) and the host serves them
+	// over the agent's stream, and Spec.Mounts is empty.
+	ServesMounts() bool
 	// Start starts the agent and fills in the boundary's own parts of
 	// boot (the caller then makes the handshake on Sandbox.Conn).
 	Start(ctx context.Context, spec Spec, boot *agentproto.Boot) (Sandbox, error)
@@ -93,6 +99,17 @@ type Spec struct {
 	// NoSnapshot boots a micro-VM even when a snapshot could be
 	// restored instead.
 	NoSnapshot bool
+	// Mounts are the programmable mounts of a backend that serves them
+	// itself (ServesMounts): no target is inside another.
+	Mounts []Mount
+}
+
+// Mount is a programmable mount: the sandbox sees Provider's tree at
+// Target. A provider that is a vfs.Watcher reports the changes made
+// behind the sandbox's back, which the sandbox must see at once.
+type Mount struct {
+	Target   string
+	Provider vfs.Provider
 }
 
 // Limits bound the sandbox's user processes; zero values are unlimited.

@@ -34,7 +34,7 @@ const (
 // reaches the host's files through the gofer then carries no privilege
 // (host files of other owners are as closed to it as to any uid, and
 // what it makes belongs to the block), as at the process level.
-func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *specs.LinuxIDMapping) error {
+func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *specs.LinuxIDMapping, served []hostMount) error {
 	rootfs := filepath.Join(dir, "rootfs")
 	for _, d := range []string{"proc", "sys", "dev", "tmp", "etc", ".airlock"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
@@ -76,6 +76,14 @@ func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *spe
 				return err
 			}
 		}
+	}
+	// The sandbox's programmable mounts, writable (their providers
+	// refuse what they must), which the agent binds at their targets.
+	for _, m := range served {
+		if err := os.MkdirAll(filepath.Join(rootfs, m.inside), 0o755); err != nil {
+			return fmt.Errorf("make mount point %s in the sandbox's bundle: %w", m.inside, err)
+		}
+		mounts = append(mounts, specs.Mount{Destination: m.inside, Type: "bind", Source: m.dir, Options: []string{"rbind", "rw", "nosuid", "nodev"}})
 	}
 	for _, name := range boot.Root.HostEtc {
 		p := filepath.Join("/etc", name)

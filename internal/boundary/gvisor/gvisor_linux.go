@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 	"github.com/airlock-sandbox/airlock/internal/idalloc"
+	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
 
 // privatePrefix begins the name of a sandbox's private directory (its
@@ -56,12 +57,15 @@ var _ boundary.Backend = Backend{}
 // cross a socket pair, which needs nothing of the host.
 func (Backend) CheckNetwork() error { return nil }
 
-// BindsHostDirs: direct mounts would be served by the host over the
-// agent's file protocol, as programmable mounts are (which Start refuses
-// for now, see there), not by runsc's gofer: the gofer works on host
+// BindsHostDirs: direct mounts are served by the host over the agent's
+// file protocol, as programmable mounts are, not by runsc's gofer: the gofer works on host
 // files as host root and keeps their set-id bits, so a sandbox could
 // leave a set-user-ID-root program in a host directory.
 func (Backend) BindsHostDirs() bool { return false }
+
+// ServesMounts: the supervisor serves them from FUSE mounts on the host,
+// which the bundle gives the Sentry (see mounts_linux.go).
+func (Backend) ServesMounts() bool { return true }
 
 // Sandbox is a running gVisor sandbox.
 type Sandbox struct {
@@ -72,6 +76,7 @@ type Sandbox struct {
 	group   *cgroup.Group
 	ids     *idalloc.Lease // the host ids the sandbox's map to, as root
 	notes   []string
+	mounts  []hostMount
 	stderr  *boundary.Tail
 	done    chan struct{}
 	waitErr error
@@ -91,9 +96,6 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	runsc, err := Find(exec.LookPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: isolation \"gvisor\" needs gVisor's runsc: %v; %s (run `airlock doctor` to see what this machine supports)", boundary.ErrUnavailable, err, RunscFix)
-	}
-	if len(boot.Root.VFS) > 0 {
-		return nil, fmt.Errorf("%w: the gvisor level cannot serve host directories (-v) or programmable mounts (--mount, vfs) yet: the Sentry's FUSE answers the agent's file server with errors (ENOSYS, EIO); use --isolation process or vm for mounts", boundary.ErrUnavailable)
 	}
 	dir, err := privdir.Make(privatePrefix, spec.ID)
 	if err != nil {
@@ -197,8 +199,15 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	} else if os.Geteuid() == 0 {
 		s.notes = append(s.notes, "gvisor: with a prepared root (an image or --rootfs), the Sentry's file server keeps host root's ids: files of the root's directory that other host users own are open to root in the sandbox, where the process level hides them")
 	}
+	var shift vfsfuse.IDShift
+	if ids != nil {
+		shift = vfsfuse.IDShift{Base: ids.HostID, Size: ids.Size}
+	}
+	if err := s.serveMounts(dir, spec.Mounts, shift, boot, log); err != nil {
+		return nil, err
+	}
 	bdir := filepath.Join(dir, "bundle")
-	if err := bundle(bdir, spec.AgentPath, boot, env, ids); err != nil {
+	if err := bundle(bdir, spec.AgentPath, boot, env, ids, s.mounts); err != nil {
 		return nil, err
 	}
 
@@ -335,6 +344,9 @@ func (s *Sandbox) Close() error {
 			// runsc leads a process group of its own.
 			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 			<-s.done
+		}
+		if err := s.closeMounts(); err != nil {
+			errs = append(errs, err)
 		}
 		cleared := true
 		if s.group != nil {

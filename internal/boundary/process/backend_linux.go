@@ -44,6 +44,9 @@ func (Backend) CheckNetwork() error {
 // host opened.
 func (Backend) BindsHostDirs() bool { return true }
 
+// ServesMounts: the agent mounts them, served over its stream.
+func (Backend) ServesMounts() bool { return false }
+
 // Start starts the agent in new namespaces. With spec.Link, the TAP
 // device is made while the agent boots: from here as root, by the agent
 // otherwise (Link receives it after the handshake).

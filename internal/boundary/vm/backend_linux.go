@@ -63,6 +63,9 @@ func (Backend) CheckNetwork() error { return nil }
 // mounts instead, and QEMU stays jailed.
 func (Backend) BindsHostDirs() bool { return false }
 
+// ServesMounts: the agent mounts them, served over its stream.
+func (Backend) ServesMounts() bool { return false }
+
 // Sandbox is a running micro-VM.
 type Sandbox struct {
 	m     *Machine
