@@ -320,6 +320,40 @@ func Mount(dev *os.File, target string) error {
 	return nil
 }
 
+// MountDetached makes a FUSE file system of device dev, with Mount's
+// options, as a mount attached nowhere yet: the caller attaches the
+// returned descriptor (move_mount) where it wants, in any mount
+// namespace, and Serve answers the kernel meanwhile. The file system
+// ends when the last mount of it and the descriptor are gone.
+func MountDetached(dev *os.File) (*os.File, error) {
+	fs, err := unix.Fsopen("fuse", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		if errors.Is(err, syscall.ENODEV) {
+			return nil, fmt.Errorf("make a FUSE mount: the kernel has no FUSE support (modprobe fuse): %w", err)
+		}
+		return nil, fmt.Errorf("make a FUSE mount: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{{"source", "airlock"}, {"subtype", "airlock"}, {"fd", fmt.Sprint(dev.Fd())}, {"rootmode", "40000"}, {"user_id", "0"}, {"group_id", "0"}} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
+			return nil, fmt.Errorf("make a FUSE mount: %s: %w", kv[0], err)
+		}
+	}
+	for _, flag := range []string{"default_permissions", "allow_other"} {
+		if err := unix.FsconfigSetFlag(fs, flag); err != nil {
+			return nil, fmt.Errorf("make a FUSE mount: %s: %w", flag, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return nil, fmt.Errorf("make a FUSE mount: %w", err)
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return nil, fmt.Errorf("make a FUSE mount: %w", err)
+	}
+	return os.NewFile(uintptr(m), "fuse"), nil
+}
+
 // Unmount detaches the mount at target; its server then stops.
 func Unmount(target string) error {
 	if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {

@@ -579,3 +579,45 @@ func TestIDShift(t *testing.T) {
 		t.Errorf("a file host root made: the provider has uid %d (%v), want 65534", fi.UID, err)
 	}
 }
+
+// TestMountDetached: a mount made detached is served before it is
+// attached anywhere, and works once attached.
+func TestMountDetached(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting FUSE needs root")
+	}
+	mem := vfs.NewMemory(vfs.MemoryOptions{})
+	dev, err := vfsfuse.OpenDevice(nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	mnt, err := vfsfuse.MountDetached(dev)
+	if err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	defer mnt.Close()
+	srv, err := vfsfuse.Serve(dev, mem, vfsfuse.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	if err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		t.Fatal(err)
+	}
+	defer vfsfuse.Unmount(dir)
+	if err := vfsfuse.PollOnce(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("attached"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := mem.Stat(context.Background(), "/f"); err != nil || fi.Size != 8 {
+		t.Errorf("the provider's file: %+v %v", fi, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.FUSE_SUPER_MAGIC {
+		t.Errorf("statfs of the attached mount: type %#x, %v", st.Type, err)
+	}
+}
