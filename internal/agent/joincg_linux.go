@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -12,11 +13,13 @@ import (
 
 // joinCgroups is agentproto.JoinCgroupsArg: it joins the cgroups whose
 // cgroup.procs files are descriptors 3 to 3+N-1, closes them, enters a
-// private mount namespace of its own if asked, and executes the program
-// that follows with the rest of its arguments.
+// private mount namespace of its own if asked, attaches there each
+// detached mount named by an --attach FD:PATH (a descriptor of a mount
+// made with fsmount or open_tree, and a directory), and executes the
+// program that follows with the rest of its arguments.
 func joinCgroups(args []string) {
 	if len(args) < 3 {
-		fail("usage: airlock-guest %s N private|shared PROGRAM [ARG...]", agentproto.JoinCgroupsArg)
+		fail("usage: airlock-guest %s N private|shared [--attach FD:PATH]... PROGRAM [ARG...]", agentproto.JoinCgroupsArg)
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 0 || n > 16 {
@@ -46,6 +49,18 @@ func joinCgroups(args []string) {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			fail("make mounts private: %v", err)
 		}
+	}
+	for len(args) >= 3 && args[1] == "--attach" {
+		fdStr, at, ok := strings.Cut(args[2], ":")
+		fd, err := strconv.Atoi(fdStr)
+		if !ok || err != nil || fd < 3 || !private {
+			fail("bad --attach %q (FD:PATH, in a private mount namespace)", args[2])
+		}
+		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			fail("attach a mount at %s: %v", at, err)
+		}
+		unix.Close(fd)
+		args = append(args[:1], args[3:]...)
 	}
 	err = syscall.Exec(args[1], args[1:], os.Environ())
 	fail("execute %s: %v", args[1], err)

@@ -347,6 +347,12 @@ func mountWritable(stage string, r *agentproto.RootSpec) error {
 		}
 		return nil
 	}
+	if r.DiskPath != "" {
+		if err := unix.Mount(r.DiskPath, stage, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the sandbox's disk: %w", err)
+		}
+		return nil
+	}
 	opts := "mode=0755"
 	if r.SizeBytes > 0 {
 		opts += fmt.Sprintf(",size=%d", r.SizeBytes)

@@ -250,6 +250,11 @@ type RootSpec struct {
 	// whose root directory belongs to the sandbox's root: the agent
 	// attaches it as the writable tree in place of a tmpfs.
 	DiskFD int `cbor:"disk_fd,omitempty"`
+	// DiskPath, when set, is a directory the agent sees, the root of a
+	// disk-backed filesystem made as for DiskFD, which the agent binds
+	// as the writable tree in place of a tmpfs (gVisor's Sentry, which
+	// reaches the host's mounts through its file server).
+	DiskPath string `cbor:"disk_path,omitempty"`
 	// Workdir, when set, is made (with its parents, mode 0755) unless
 	// it exists: the directory commands start in by default.
 	Workdir string `cbor:"workdir,omitempty"`

@@ -34,7 +34,7 @@ const (
 // reaches the host's files through the gofer then carries no privilege
 // (host files of other owners are as closed to it as to any uid, and
 // what it makes belongs to the block), as at the process level.
-func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *specs.LinuxIDMapping, served []hostMount) error {
+func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *specs.LinuxIDMapping, binds []attachSpec) error {
 	rootfs := filepath.Join(dir, "rootfs")
 	for _, d := range []string{"proc", "sys", "dev", "tmp", "etc", ".airlock"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
@@ -77,13 +77,15 @@ func bundle(dir, agentPath string, boot *agentproto.Boot, env []string, ids *spe
 			}
 		}
 	}
-	// The sandbox's programmable mounts, writable (their providers
-	// refuse what they must), which the agent binds at their targets.
-	for _, m := range served {
-		if err := os.MkdirAll(filepath.Join(rootfs, m.inside), 0o755); err != nil {
-			return fmt.Errorf("make mount point %s in the sandbox's bundle: %w", m.inside, err)
+	// The sandbox's programmable mounts (their providers refuse what
+	// they must) and its disk, writable, which the agent binds at their
+	// places. Not nosuid: the Sentry decides for its own processes
+	// (--allow-suid), as on the sandbox's own tree.
+	for _, b := range binds {
+		if err := os.MkdirAll(filepath.Join(rootfs, b.inside), 0o755); err != nil {
+			return fmt.Errorf("make mount point %s in the sandbox's bundle: %w", b.inside, err)
 		}
-		mounts = append(mounts, specs.Mount{Destination: m.inside, Type: "bind", Source: m.dir, Options: []string{"rbind", "rw", "nosuid", "nodev"}})
+		mounts = append(mounts, specs.Mount{Destination: b.inside, Type: "bind", Source: b.at, Options: []string{"rbind", "rw", "nodev"}})
 	}
 	for _, name := range boot.Root.HostEtc {
 		p := filepath.Join("/etc", name)

@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/boundary/privdir"
 	"github.com/airlock-sandbox/airlock/internal/boundary/process"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
+	"github.com/airlock-sandbox/airlock/internal/diskfs"
 	"github.com/airlock-sandbox/airlock/internal/idalloc"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
@@ -76,11 +77,15 @@ type Sandbox struct {
 	group   *cgroup.Group
 	ids     *idalloc.Lease // the host ids the sandbox's map to, as root
 	notes   []string
-	mounts  []hostMount
-	stderr  *boundary.Tail
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
+	servers []*vfsfuse.Server // of its programmable mounts
+	attach  []attachSpec      // its mounts and disk, for runsc's namespace
+	disk    *diskfs.Disk
+	// madeMountsDir: the directory of the host's mounts exists.
+	madeMountsDir bool
+	stderr        *boundary.Tail
+	done          chan struct{}
+	waitErr       error
+	once          sync.Once
 }
 
 // Start writes the sandbox's bundle and starts runsc on it, in the
@@ -206,8 +211,11 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err := s.serveMounts(dir, spec.Mounts, shift, boot, log); err != nil {
 		return nil, err
 	}
+	if err := s.attachDisk(ctx, spec, shift, boot); err != nil {
+		return nil, err
+	}
 	bdir := filepath.Join(dir, "bundle")
-	if err := bundle(bdir, spec.AgentPath, boot, env, ids, s.mounts); err != nil {
+	if err := bundle(bdir, spec.AgentPath, boot, env, ids, s.attach); err != nil {
 		return nil, err
 	}
 
@@ -244,7 +252,12 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if os.Geteuid() == 0 {
 		mountNS = "private"
 	}
-	cmd := exec.Command(spec.AgentPath, append([]string{agentproto.JoinCgroupsArg, strconv.Itoa(len(cgFiles)), mountNS, runsc}, args...)...)
+	helper := []string{agentproto.JoinCgroupsArg, strconv.Itoa(len(cgFiles)), mountNS}
+	for _, a := range s.attach {
+		helper = append(helper, "--attach", fmt.Sprintf("%d:%s", 3+len(extra), a.at))
+		extra = append(extra, a.mount)
+	}
+	cmd := exec.Command(spec.AgentPath, append(append(helper, runsc), args...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + dir}
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
