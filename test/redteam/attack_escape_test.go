@@ -142,8 +142,18 @@ func TestAttackPrivilege(t *testing.T) {
 			return // the vm level: guestIDs
 		}
 		// Root inside is an unprivileged host uid: the first of the
-		// sandbox's block.
-		m := strings.Fields(ok(t, sb, "cat /proc/self/uid_map"))
+		// sandbox's block. At gvisor, root inside is the Sentry's,
+		// whose user namespaces are its own: the Sentry is the process
+		// that runs as the block.
+		holder := sb.PID()
+		uidMap := ""
+		if lv == airlock.IsolationGVisor {
+			holder = sentryOf(t, holder)
+			uidMap = hostMap(t, holder, "uid_map")
+		} else {
+			uidMap = ok(t, sb, "cat /proc/self/uid_map")
+		}
+		m := strings.Fields(uidMap)
 		if len(m) != 3 || m[0] != "0" || m[2] != "65536" {
 			t.Fatalf("uid_map %v: ids 0-65535 inside must map to a block of the host's", m)
 		}
@@ -152,11 +162,11 @@ func TestAttackPrivilege(t *testing.T) {
 			t.Fatalf("uid_map %v: root inside must map to an unprivileged host uid of the sandbox range", m)
 		}
 		var st syscall.Stat_t
-		if err := syscall.Stat(fmt.Sprintf("/proc/%d", sb.PID()), &st); err != nil {
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d", holder), &st); err != nil {
 			t.Fatal(err)
 		}
 		if int(st.Uid) != base {
-			t.Errorf("the agent runs as host uid %d; uid_map says %d", st.Uid, base)
+			t.Errorf("the sandbox's process %d runs as host uid %d; uid_map says %d", holder, st.Uid, base)
 		}
 	})
 }

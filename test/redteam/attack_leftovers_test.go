@@ -48,9 +48,10 @@ echo x > /tmp/left; echo x > /workspace/left; echo x > /dev/shm/left; echo x > /
 			}
 			return n
 		}
-		if lv == airlock.IsolationVM {
-			// A VM's processes are its guest kernel's: the host sees
-			// QEMU alone, and the daemons are counted inside.
+		if lv == airlock.IsolationVM || lv == airlock.IsolationGVisor {
+			// A VM's processes are its guest kernel's, and a gvisor
+			// sandbox's the Sentry's: the host sees QEMU or the Sentry
+			// alone, and the daemons are counted inside.
 			inside := func() int { return strings.Count(ok(t, a, "ps -eo args"), marker) }
 			if !testbin.WaitFor(10*time.Second, func() bool { return inside() >= 4 }) {
 				t.Fatalf("sanity: %d of the 4 daemons seen in the VM", inside())
@@ -73,8 +74,10 @@ echo x > /tmp/left; echo x > /workspace/left; echo x > /dev/shm/left; echo x > /
 		if testbin.Alive(a.PID()) {
 			t.Errorf("the agent (or VM monitor) %d outlived the sandbox", a.PID())
 		}
-		if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-vm-"+a.ID()+"-*")); len(left) > 0 {
-			t.Errorf("the VM's private directory remains: %v", left)
+		for _, prefix := range []string{"airlock-vm-", "airlock-gvisor-"} {
+			if left, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+a.ID()+"-*")); len(left) > 0 {
+				t.Errorf("the sandbox's private directory remains: %v", left)
+			}
 		}
 		if os.Geteuid() == 0 && cgroup.Exists(a.ID()) {
 			t.Errorf("the cgroup of %s remains", a.ID())

@@ -38,6 +38,13 @@ func TestAttackHostProcesses(t *testing.T) {
 			}
 		}
 		for _, l := range []string{"exe", "cwd", "root", "fd/0", "fd/3", "ns/user"} {
+			if l == "ns/user" && lv == airlock.IsolationGVisor {
+				// The Sentry lets its root read the namespace links of
+				// a non-dumpable process; they name the Sentry's own
+				// namespace, which the command shares, and nothing of
+				// the host's.
+				continue
+			}
 			if res := sh(t, sb, "readlink /proc/1/"+l); res.ExitCode == 0 {
 				t.Errorf("/proc/1/%s can be followed: %q", l, res.Stdout)
 			}

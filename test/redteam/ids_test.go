@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,39 @@ func hostUID(t *testing.T, pid int) int {
 	}
 	t.Fatalf("no Uid in /proc/%d/status", pid)
 	return 0
+}
+
+// sentryOf is the Sentry (runsc-sandbox) of the runsc whose pid is
+// runsc.
+func sentryOf(t *testing.T, runsc int) int {
+	t.Helper()
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), "runsc-sandbox\x00") {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
+		if err == nil && strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", runsc)) {
+			return pid
+		}
+	}
+	t.Fatalf("no Sentry under runsc %d", runsc)
+	return 0
+}
+
+// hostMap is process pid's uid_map or gid_map (f), as the host reads it.
+func hostMap(t *testing.T, pid int, f string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // idLeases lists the lease files in the host's uid registry that hold
@@ -119,15 +153,29 @@ func TestIDsDistinct(t *testing.T) {
 				continue
 			}
 			// The uid of a command (seen from the host through the
-			// agent's, which every process of the sandbox shares).
-			uid := hostUID(t, sb.PID())
+			// agent's, which every process of the sandbox shares); at
+			// gvisor, the Sentry's, whose tasks the commands are.
+			holder := sb.PID()
+			if lv == airlock.IsolationGVisor {
+				holder = sentryOf(t, holder)
+			}
+			uid := hostUID(t, holder)
 			if uid < process.SandboxUIDBase || uid+process.SandboxIDs > process.SandboxUIDBase+process.SandboxUIDRange || (uid-process.SandboxUIDBase)%process.SandboxIDs != 0 {
 				t.Errorf("sandbox %s runs as host uid %d, not the first of a block of the sandbox range", sb.ID(), uid)
 			}
 			blocks = append(blocks, block{uid, sb.ID()})
 			want := fmt.Sprintf("0 %d %d", uid, process.SandboxIDs)
 			for _, f := range []string{"uid_map", "gid_map"} {
-				if m := strings.Join(strings.Fields(ok(t, sb, "cat /proc/self/"+f)), " "); m != want {
+				// The Sentry's user namespaces are its own (its first
+				// maps every id to itself): the host's map of the
+				// Sentry is the sandbox's.
+				m := ""
+				if lv == airlock.IsolationGVisor {
+					m = hostMap(t, holder, f)
+				} else {
+					m = ok(t, sb, "cat /proc/self/"+f)
+				}
+				if m := strings.Join(strings.Fields(m), " "); m != want {
 					t.Errorf("sandbox %s: %s %q, want %q", sb.ID(), f, m, want)
 				}
 			}
