@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ import (
 func TestGVisorLevel(t *testing.T) {
 	t.Setenv("AIRLOCK_GVISOR", "preview")
 	ctx := testCtx(t, 2*time.Minute)
-	cfg := airlock.Config{Isolation: airlock.IsolationGVisor}
+	cfg := airlock.Config{Isolation: airlock.IsolationGVisor, Resources: airlock.Resources{MemoryMB: 256}, PidsLimit: 64}
 	if isRoot() {
 		// Mounts are served from FUSE mounts on the host, which only
 		// root makes.
@@ -77,6 +78,25 @@ func TestGVisorLevel(t *testing.T) {
 	}
 	if out := mustRun(t, ctx, sb, "cat /workspace/f"); out != "through the Sentry" {
 		t.Errorf("the command reads %q", out)
+	}
+
+	// The commands' limits hold inside the Sentry, in cgroups of its
+	// own: a command over the memory limit is killed and reported as
+	// such, not the sandbox; forks stop at the pids limit; and usage
+	// counts the commands, not the Sentry's host tasks.
+	res, err = sb.Run(ctx, airlock.Command{Argv: []string{"python3", "-c", "b = bytearray(1 << 30); print(len(b))"}})
+	if err != nil || res.KilledBy != airlock.KilledByOOM || !slices.Contains(res.LimitsHit, "memory") {
+		t.Errorf("1 GiB under a 256 MiB limit: %v, killed_by %q, limits_hit %q", err, res.KilledBy, res.LimitsHit)
+	}
+	if out := mustRun(t, ctx, sb, "echo after the OOM kill"); out != "after the OOM kill\n" {
+		t.Errorf("after it: %q", out)
+	}
+	if res := run(t, ctx, sb, "for i in $(seq 1 100); do sleep 1 & done; wait"); !strings.Contains(string(res.Stderr), "fork") {
+		t.Errorf("100 processes under a pids limit of 64: exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+	var u airlock.Usage
+	if !waitFor(10*time.Second, func() bool { u, err = sb.Usage(); return err == nil && u.Pids < 32 }) || u.OOMKills != 1 || u.Pids == 0 || u.MemoryBytes == 0 || u.MemoryBytes > 64<<20 {
+		t.Errorf("usage: %+v, %v; want 1 OOM kill, the commands' few pids and MiB", u, err)
 	}
 
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-gvisor-"+sb.ID()+"-*"))

@@ -184,7 +184,23 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 			return Prepared{}, fmt.Errorf("make the network interface: %w", err)
 		}
 	}
-	return prepareSandbox(ctx, b, log)
+	if b.Mode != "gvisor" || b.Sentry == nil {
+		return prepareSandbox(ctx, b, log)
+	}
+	// The commands' limits are the Sentry's cgroups' (the host's holds
+	// the whole Sentry), made while its /sys and /proc are in view.
+	cg, fds, err := newSentryCgroups(b.Sentry)
+	if err != nil {
+		return Prepared{}, err
+	}
+	b.CgroupFDs = fds
+	p, err := prepareSandbox(ctx, b, log)
+	if err != nil {
+		return p, err
+	}
+	p.usage = cg.usage
+	go cg.watch(context.Background(), log)
+	return p, nil
 }
 
 // prepareSandbox does what every boundary's agent does once its own

@@ -184,7 +184,9 @@ func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 			return nil, fmt.Errorf("join the sandbox cgroup: %w", err)
 		}
 	}
-	if cfg.CgroupFDs > 0 {
+	// The Sentry has no cgroup namespaces; its cgroups are its own,
+	// and name nothing of the host's.
+	if cfg.CgroupFDs > 0 && !cfg.Sentry {
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 			return nil, fmt.Errorf("new cgroup namespace: %w", err)
 		}

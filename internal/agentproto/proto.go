@@ -152,6 +152,16 @@ type Boot struct {
 	// VM is what a micro-VM's agent sets up before the root: set in
 	// mode "vm" only.
 	VM *VMSpec `cbor:"vm,omitempty"`
+	// Sentry is what the agent enforces inside gVisor's Sentry: set in
+	// mode "gvisor" only.
+	Sentry *SentrySpec `cbor:"sentry,omitempty"`
+}
+
+// SentrySpec bounds the user commands inside gVisor's Sentry, in
+// cgroups of the Sentry's own; 0: none.
+type SentrySpec struct {
+	MemoryBytes int64 `cbor:"mem,omitempty"`
+	Pids        int64 `cbor:"pids,omitempty"`
 }
 
 // VMSpec is the micro-VM's part of the boot: its devices, its network

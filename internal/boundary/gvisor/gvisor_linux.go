@@ -130,11 +130,10 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	} else if limits != (cgroup.Limits{}) {
 		s.notes = append(s.notes, fmt.Sprintf("gvisor: the sandbox's memory and CPU limits are not enforced by a cgroup: %v", cgErr))
 	}
-	if spec.Limits.Pids > 0 {
-		// Inside the Sentry, by the process count of each uid: the
-		// agent adds its own threads to root's (see nprocWithAgent).
-		boot.Rlimits.NProc = uint64(spec.Limits.Pids)
-	}
+	// Inside the Sentry, the commands' limits are its own cgroups',
+	// which the agent makes and watches (the host's holds the whole
+	// Sentry: a command over the limit would end the sandbox).
+	boot.Sentry = &agentproto.SentrySpec{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids}
 
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -331,12 +330,15 @@ func (s *Sandbox) Err() error {
 	return errors.New(what)
 }
 
-// Counters reports the sandbox cgroup's limit events so far.
-func (s *Sandbox) Counters() (boundary.Counters, error) { return boundary.GroupCounters(s.group) }
+// Counters: the commands' limit events are counted inside the Sentry,
+// by its agent (the host's cgroup holds the whole Sentry).
+func (s *Sandbox) Counters() (boundary.Counters, error) {
+	return boundary.Counters{}, errors.ErrUnsupported
+}
 
-// Usage reads the sandbox cgroup's figures: the Sentry's and the gofer's
-// with the sandbox's processes, which are the Sentry's.
-func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.GroupUsage(s.group) }
+// Usage: what the commands use is measured inside the Sentry, by its
+// agent.
+func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.Usage{}, errors.ErrUnsupported }
 
 // PidsCurrent: the host's task count is the Sentry's, not the sandbox's
 // processes', which only the Sentry knows.

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
+)
+
+// Inside gVisor's Sentry the host's cgroup holds the whole Sentry, so a
+// command over the memory limit would end the sandbox, and the host
+// cannot count the sandbox's processes. The Sentry has cgroups of its
+// own (v1): a pids controller that refuses a fork over pids.max, and a
+// memory controller that counts each group's memory but enforces
+// nothing. So the commands run in a group of each; the agent watches the
+// memory group and, over the limit, kills the largest process in it, as
+// Linux's OOM killer would, and counts it.
+
+// sentryCgroupDir is where the agent mounts the Sentry's hierarchies,
+// before the root is built (the paths are then out of reach; the agent
+// keeps them open).
+const sentryCgroupDir = "/sys/fs/cgroup"
+
+// sentryOOMPoll is how often the memory group is read. A command that
+// allocates as fast as memory is written (~3 GB/s here) overshoots the
+// limit by about this much before it is killed; the host's cgroup gives
+// the Sentry 256 MiB beyond the limit.
+const sentryOOMPoll = 10 * time.Millisecond
+
+// sentryCgroups are the commands' groups inside the Sentry.
+type sentryCgroups struct {
+	mem, pids, cpu *os.Root
+	// proc is the agent's own /proc, whose pids cgroup.procs names.
+	proc  *os.Root
+	limit int64
+	ooms  atomic.Uint64
+}
+
+// newSentryCgroups mounts the Sentry's memory, pids and cpuacct
+// hierarchies,
+// makes the commands' group in each with its limits, and returns it and
+// the descriptors of their cgroup.procs, which the spawner writes itself
+// into.
+func newSentryCgroups(spec *agentproto.SentrySpec) (*sentryCgroups, []int, error) {
+	if err := unix.Mount("tmpfs", sentryCgroupDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0700"); err != nil {
+		return nil, nil, fmt.Errorf("mount the Sentry's cgroup directory: %w", err)
+	}
+	c := &sentryCgroups{limit: spec.MemoryBytes}
+	var fds []int
+	for _, ctl := range []string{"memory", "pids", "cpuacct"} {
+		dir := filepath.Join(sentryCgroupDir, ctl)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := unix.Mount("cgroup", dir, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ctl); err != nil {
+			return nil, nil, fmt.Errorf("mount the Sentry's %s cgroup: %w", ctl, err)
+		}
+		group := filepath.Join(dir, "commands")
+		if err := os.Mkdir(group, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("make the commands' %s cgroup: %w", ctl, err)
+		}
+		if ctl == "pids" && spec.Pids > 0 {
+			if err := os.WriteFile(filepath.Join(group, "pids.max"), []byte(strconv.FormatInt(spec.Pids, 10)), 0); err != nil {
+				return nil, nil, fmt.Errorf("set the commands' pids limit: %w", err)
+			}
+		}
+		r, err := os.OpenRoot(group)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch ctl {
+		case "memory":
+			c.mem = r
+		case "pids":
+			c.pids = r
+		default:
+			c.cpu = r
+		}
+		fd, err := unix.Open(filepath.Join(group, "cgroup.procs"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open the commands' %s cgroup: %w", ctl, err)
+		}
+		fds = append(fds, fd)
+	}
+	proc, err := os.OpenRoot("/proc")
+	if err != nil {
+		return nil, nil, err
+	}
+	c.proc = proc
+	return c, fds, nil
+}
+
+// usage is what the commands use, and their limit events.
+func (c *sentryCgroups) usage() (agentproto.Usage, error) {
+	var u agentproto.Usage
+	var err error
+	if u.MemoryBytes, err = single(c.mem, "memory.usage_in_bytes"); err != nil {
+		return u, err
+	}
+	if u.Pids, err = single(c.pids, "pids.current"); err != nil {
+		return u, err
+	}
+	if u.CPUNanos, err = single(c.cpu, "cpuacct.usage"); err != nil {
+		return u, err
+	}
+	u.OOMKills = c.ooms.Load()
+	return u, nil
+}
+
+// watch kills the largest process of the memory group whenever the group
+// is over the limit, until ctx ends.
+func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
+	if c.limit <= 0 {
+		return
+	}
+	t := time.NewTicker(sentryOOMPoll)
+	defer t.Stop()
+	killed := 0 // a process killed, until its memory is freed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		used, err := single(c.mem, "memory.usage_in_bytes")
+		if err != nil || int64(used) <= c.limit {
+			killed = 0
+			continue
+		}
+		if killed > 0 && c.alive(killed) {
+			continue
+		}
+		if pid := c.largest(); pid > 0 {
+			if unix.Kill(pid, unix.SIGKILL) == nil {
+				killed = pid
+				c.ooms.Add(1)
+				log.Debug("memory limit: killed the largest command process", "pid", pid, "used", used, "limit", c.limit)
+			}
+		}
+	}
+}
+
+// alive reports whether process pid still holds its memory: it exists
+// and has not exited (a zombie's is freed).
+func (c *sentryCgroups) alive(pid int) bool {
+	b, err := c.proc.ReadFile(strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// largest is the process of the memory group with the most resident
+// memory that the OOM killer may take (not one whose oom_score_adj is
+// -1000, as the spawner's is), or 0.
+func (c *sentryCgroups) largest() int {
+	b, err := c.mem.ReadFile("cgroup.procs")
+	if err != nil {
+		return 0
+	}
+	best, bestRSS := 0, int64(-1)
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if adj, err := c.proc.ReadFile(f + "/oom_score_adj"); err == nil && strings.TrimSpace(string(adj)) == "-1000" {
+			continue
+		}
+		statm, err := c.proc.ReadFile(f + "/statm")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(statm))
+		if len(fields) < 2 {
+			continue
+		}
+		rss, err := strconv.ParseInt(fields[1], 10, 64)
+		if err == nil && rss > bestRSS {
+			best, bestRSS = pid, rss
+		}
+	}
+	return best
+}
