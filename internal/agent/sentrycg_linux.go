@@ -124,24 +124,34 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 	}
 	t := time.NewTicker(sentryOOMPoll)
 	defer t.Stop()
-	killed := 0 // a process killed, until its memory is freed
+	// killed is the process last killed, until it is gone and the group
+	// has been read again: its memory is freed after its death, and a
+	// read meanwhile would take another process. A zombie that its
+	// parent does not reap holds nothing for long: after zombieGrace
+	// the group is read anyway.
+	var killed int
+	var killedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		used, err := single(c.mem, "memory.usage_in_bytes")
-		if err != nil || int64(used) <= c.limit {
+		if killed > 0 {
+			st := c.state(killed)
+			if st != 0 && (st != 'Z' || time.Since(killedAt) < zombieGrace) {
+				continue
+			}
 			killed = 0
 			continue
 		}
-		if killed > 0 && c.alive(killed) {
+		used, err := single(c.mem, "memory.usage_in_bytes")
+		if err != nil || int64(used) <= c.limit {
 			continue
 		}
 		if pid := c.largest(); pid > 0 {
 			if unix.Kill(pid, unix.SIGKILL) == nil {
-				killed = pid
+				killed, killedAt = pid, time.Now()
 				c.ooms.Add(1)
 				log.Debug("memory limit: killed the largest command process", "pid", pid, "used", used, "limit", c.limit)
 			}
@@ -149,30 +159,56 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// alive reports whether process pid still holds its memory: it exists
-// and has not exited (a zombie's is freed).
-func (c *sentryCgroups) alive(pid int) bool {
+// zombieGrace is how long a killed process may stay a zombie before the
+// memory group is read again without waiting for its reaping.
+const zombieGrace = 200 * time.Millisecond
+
+// stat reads process pid's state and parent from /proc; ok is false
+// when it is gone.
+func (c *sentryCgroups) stat(pid int) (state byte, ppid int, ok bool) {
 	b, err := c.proc.ReadFile(strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return 0, 0, false
 	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
 	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err == nil
+}
+
+// state is process pid's state ('R', 'S', 'Z'...), or 0 when it is gone.
+func (c *sentryCgroups) state(pid int) byte {
+	st, _, ok := c.stat(pid)
+	if !ok {
+		return 0
+	}
+	return st
 }
 
 // largest is the process of the memory group with the most resident
-// memory that the OOM killer may take (not one whose oom_score_adj is
-// -1000, as the spawner's is), or 0.
+// memory that the OOM killer may take, or 0: not the spawner (the
+// agent's child, which starts every command) nor one whose
+// oom_score_adj is -1000.
 func (c *sentryCgroups) largest() int {
 	b, err := c.mem.ReadFile("cgroup.procs")
 	if err != nil {
 		return 0
 	}
+	agent := os.Getpid()
 	best, bestRSS := 0, int64(-1)
 	for _, f := range strings.Fields(string(b)) {
 		pid, err := strconv.Atoi(f)
 		if err != nil {
+			continue
+		}
+		if st, ppid, ok := c.stat(pid); !ok || ppid == agent || st == 'Z' {
 			continue
 		}
 		if adj, err := c.proc.ReadFile(f + "/oom_score_adj"); err == nil && strings.TrimSpace(string(adj)) == "-1000" {

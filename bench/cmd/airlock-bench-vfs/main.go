@@ -197,7 +197,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		Params:    p,
 		Settings: settings{
 			MaxWrite: vfsfuse.DefaultMaxWrite, MaxReadAhead: vfsfuse.DefaultReadAhead,
-			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries not cached",
+			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries 1s",
 			AgentProcs:     "1, FUSE server 2 (internal/agent)",
 			MaxBackground:  "64 (internal/vfsfuse)",
 			WritebackModes: "off, except memory-writeback (AIRLOCK_VFS_WRITEBACK=1)",

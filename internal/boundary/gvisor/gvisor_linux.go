@@ -207,7 +207,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if ids != nil {
 		shift = vfsfuse.IDShift{Base: ids.HostID, Size: ids.Size}
 	}
-	if err := s.serveMounts(dir, spec.Mounts, shift, boot, log); err != nil {
+	if err := s.serveMounts(spec.Mounts, shift, boot, log); err != nil {
 		return nil, err
 	}
 	if err := s.attachDisk(ctx, spec, shift, boot); err != nil {

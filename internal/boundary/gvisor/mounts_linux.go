@@ -101,15 +101,16 @@ type attachSpec struct {
 	inside string
 }
 
-// serveMounts mounts each of ms under dir and serves it, with the
+// serveMounts makes a FUSE mount of each of ms and serves it, with the
 // sandbox's ids shifted to the host's as its user namespace maps them,
-// and has the agent bind each at its target.
-func (s *Sandbox) serveMounts(dir string, ms []boundary.Mount, shift vfsfuse.IDShift, boot *agentproto.Boot, log *slog.Logger) error {
+// for runsc's mount namespace, and has the agent bind each at its
+// target.
+func (s *Sandbox) serveMounts(ms []boundary.Mount, shift vfsfuse.IDShift, boot *agentproto.Boot, log *slog.Logger) error {
 	if len(ms) == 0 {
 		return nil
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: the gvisor level serves programmable mounts and host directories (--mount, -v, vfs) to the Sentry from FUSE mounts on the host, which only root can make here: run as root, or use --isolation process", boundary.ErrUnavailable)
+		return fmt.Errorf("%w: the gvisor level serves programmable mounts and host directories (--mount, -v, vfs) to the Sentry from FUSE mounts, which only root can make here: run as root, or use --isolation process", boundary.ErrUnavailable)
 	}
 	base, err := s.mountsDir(shift)
 	if err != nil {
