@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,11 @@ func joinCgroups(args []string) {
 	if len(args) < 3 {
 		fail("usage: airlock-guest %s N private|shared [--attach FD:PATH]... PROGRAM [ARG...]", agentproto.JoinCgroupsArg)
 	}
+	// A mount namespace is a thread's: the one that enters it must be
+	// the one that attaches the mounts and executes the program, or the
+	// mounts land in the host's namespace and the program runs without
+	// them.
+	runtime.LockOSThread()
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 0 || n > 16 {
 		fail("bad cgroup count %q", args[0])

@@ -32,13 +32,20 @@ func Make(prefix, id string) (string, error) {
 	return dir, nil
 }
 
-// writeOwner records this process as the owner of dir.
+// writeOwner records this process as the owner of dir. The record
+// appears whole (written aside, then renamed): a sweep by another
+// process that read it half written would take the directory for an
+// orphan's and remove it under its sandbox.
 func writeOwner(dir string) error {
 	start, err := state.ProcessStartTime(os.Getpid())
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, ownerFile), fmt.Appendf(nil, "%d %d\n", os.Getpid(), start), 0o600)
+	tmp := filepath.Join(dir, ownerFile+".new")
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", os.Getpid(), start), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, ownerFile))
 }
 
 // Sweep removes the private directories named with prefix whose

@@ -56,3 +56,42 @@ func TestSweep(t *testing.T) {
 		t.Error("Reclaim left the directory of sb-live")
 	}
 }
+
+// TestSweepWhileMade: a sweep that runs while directories are being made
+// (another airlock process's, at any moment) never takes one of a live
+// supervisor, whatever it reads of its owner record.
+func TestSweepWhileMade(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	const prefix = "airlock-race-"
+	stop := make(chan struct{})
+	swept := make(chan []string)
+	go func() {
+		var all []string
+		for {
+			select {
+			case <-stop:
+				swept <- all
+				return
+			default:
+				all = append(all, Sweep(prefix)...)
+			}
+		}
+	}()
+	var made []string
+	for i := range 300 {
+		d, err := Make(prefix, fmt.Sprintf("sb-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, d)
+	}
+	close(stop)
+	if ids := <-swept; len(ids) > 0 {
+		t.Errorf("a sweep took directories of this live process: %v", ids)
+	}
+	for _, d := range made {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+}
