@@ -161,10 +161,16 @@ func manyEntries(lv airlock.Isolation) int {
 }
 
 // scriptDeadline bounds one script of the suite: four times longer in a
-// VM, whose CPU may be emulated.
+// VM, whose CPU may be emulated, and twice in gVisor's Sentry, whose
+// every file operation also crosses its file server (and, under the
+// race detector, a supervisor that serves the mount several times
+// slower).
 func scriptDeadline(lv airlock.Isolation, d time.Duration) time.Duration {
-	if lv == airlock.IsolationVM {
+	switch lv {
+	case airlock.IsolationVM:
 		return 4 * d
+	case airlock.IsolationGVisor:
+		return 2 * d
 	}
 	return d
 }
