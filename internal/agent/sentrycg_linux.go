@@ -30,11 +30,18 @@ import (
 // keeps them open).
 const sentryCgroupDir = "/sys/fs/cgroup"
 
-// sentryOOMPoll is how often the memory group is read. A command that
-// allocates as fast as memory is written (~3 GB/s here) overshoots the
-// limit by about this much before it is killed; the host's cgroup gives
-// the Sentry 256 MiB beyond the limit.
-const sentryOOMPoll = 10 * time.Millisecond
+// The memory group is read every sentryOOMPoll once it holds half its
+// limit, and every sentryIdlePoll below that: a read costs the Sentry a
+// millisecond or two (it counts the group's pages), too much to spend
+// a hundred times a second on an idle sandbox. Memory grows here at up
+// to ~1 GB/s, so a command over the limit overshoots it by ~10 MiB
+// before it is killed, and one cannot cross the lower half of a limit
+// between two slow reads by more than the 256 MiB beyond the limit that
+// the host's cgroup gives the Sentry.
+const (
+	sentryOOMPoll  = 10 * time.Millisecond
+	sentryIdlePoll = 100 * time.Millisecond
+)
 
 // sentryCgroups are the commands' groups inside the Sentry.
 type sentryCgroups struct {
@@ -122,7 +129,7 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 	if c.limit <= 0 {
 		return
 	}
-	t := time.NewTicker(sentryOOMPoll)
+	t := time.NewTimer(sentryOOMPoll)
 	defer t.Stop()
 	// killed is the process last killed, until it is gone and the group
 	// has been read again: its memory is freed after its death, and a
@@ -131,31 +138,37 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 	// the group is read anyway.
 	var killed int
 	var killedAt time.Time
+	step := func() time.Duration {
+		if killed > 0 {
+			if st := c.state(killed); st != 0 && (st != 'Z' || time.Since(killedAt) < zombieGrace) {
+				return sentryOOMPoll
+			}
+			killed = 0
+			return sentryOOMPoll
+		}
+		used, err := single(c.mem, "memory.usage_in_bytes")
+		switch {
+		case err != nil:
+			return sentryOOMPoll
+		case int64(used) < c.limit/2:
+			return sentryIdlePoll
+		case int64(used) <= c.limit:
+			return sentryOOMPoll
+		}
+		if pid := c.largest(); pid > 0 && unix.Kill(pid, unix.SIGKILL) == nil {
+			killed, killedAt = pid, time.Now()
+			c.ooms.Add(1)
+			log.Debug("memory limit: killed the largest command process", "pid", pid, "used", used, "limit", c.limit)
+		}
+		return sentryOOMPoll
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if killed > 0 {
-			st := c.state(killed)
-			if st != 0 && (st != 'Z' || time.Since(killedAt) < zombieGrace) {
-				continue
-			}
-			killed = 0
-			continue
-		}
-		used, err := single(c.mem, "memory.usage_in_bytes")
-		if err != nil || int64(used) <= c.limit {
-			continue
-		}
-		if pid := c.largest(); pid > 0 {
-			if unix.Kill(pid, unix.SIGKILL) == nil {
-				killed, killedAt = pid, time.Now()
-				c.ooms.Add(1)
-				log.Debug("memory limit: killed the largest command process", "pid", pid, "used", used, "limit", c.limit)
-			}
-		}
+		t.Reset(step())
 	}
 }
 
