@@ -122,6 +122,20 @@ func leftBehind(id string) []string {
 // by the supervisor with pid sup; the supervisor must run one sandbox.
 func agentOf(t *testing.T, sup int) int {
 	t.Helper()
+	// The agent, or the VM monitor a vm sandbox's agent runs in, or the
+	// runsc whose Sentry a gvisor sandbox's agent runs in.
+	pid := childOf(sup, func(cmdline, argv0 string) bool {
+		return cmdline == "airlock-guest\x00" || strings.Contains(argv0, "qemu-system-") || strings.HasSuffix(argv0, "runsc")
+	})
+	if pid == 0 {
+		t.Fatalf("no agent process under supervisor %d", sup)
+	}
+	return pid
+}
+
+// childOf is a host process whose parent is parent and whose command
+// line (NUL-separated, and its first word) match says is the one, or 0.
+func childOf(parent int, match func(cmdline, argv0 string) bool) int {
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -129,18 +143,14 @@ func agentOf(t *testing.T, sup int) int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		// The agent, or the VM monitor a vm sandbox's agent runs in, or
-		// the runsc whose Sentry a gvisor sandbox's agent runs in.
-		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
-		if err != nil || (string(cmdline) != "airlock-guest\x00" && !strings.Contains(argv0, "qemu-system-") && !strings.HasSuffix(argv0, "runsc")) {
+		if err != nil || !match(string(cmdline), strings.SplitN(string(cmdline), "\x00", 2)[0]) {
 			continue
 		}
 		status, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
-		if err == nil && strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
+		if err == nil && strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", parent)) {
 			return pid
 		}
 	}
-	t.Fatalf("no agent process under supervisor %d", sup)
 	return 0
 }
 

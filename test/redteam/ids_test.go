@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,23 +42,11 @@ func hostUID(t *testing.T, pid int) int {
 // runsc.
 func sentryOf(t *testing.T, runsc int) int {
 	t.Helper()
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil || !strings.HasPrefix(string(cmdline), "runsc-sandbox\x00") {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
-		if err == nil && strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", runsc)) {
-			return pid
-		}
+	pid := childOf(runsc, func(_, argv0 string) bool { return argv0 == "runsc-sandbox" })
+	if pid == 0 {
+		t.Fatalf("no Sentry under runsc %d", runsc)
 	}
-	t.Fatalf("no Sentry under runsc %d", runsc)
-	return 0
+	return pid
 }
 
 // hostMap is process pid's uid_map or gid_map (f), as the host reads it.
