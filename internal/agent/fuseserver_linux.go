@@ -94,22 +94,32 @@ func encodeFUSEMsg(m fuseMsg) ([]byte, error) {
 // socket fd; io.EOF once the other end is gone.
 func readFUSEMsg(fd int, buf []byte) (fuseMsg, error) {
 	var m fuseMsg
+	b, err := recvPacket(fd, buf)
+	if err != nil {
+		return m, err
+	}
+	if err := agentproto.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("malformed control message: %w", err)
+	}
+	return m, nil
+}
+
+// recvPacket reads one message from the blocking SOCK_SEQPACKET socket
+// fd into buf; io.EOF once the other end is gone.
+func recvPacket(fd int, buf []byte) ([]byte, error) {
 	for {
 		n, _, flags, _, err := unix.Recvmsg(fd, buf, nil, 0)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
-			return m, err
+			return nil, err
 		case n == 0:
-			return m, io.EOF
+			return nil, io.EOF
 		case flags&unix.MSG_TRUNC != 0:
-			return m, fmt.Errorf("control message larger than %d bytes", len(buf))
+			return nil, fmt.Errorf("a message larger than %d bytes", len(buf))
 		}
-		if err := agentproto.Unmarshal(buf[:n], &m); err != nil {
-			return m, fmt.Errorf("malformed control message: %w", err)
-		}
-		return m, nil
+		return buf[:n], nil
 	}
 }
 

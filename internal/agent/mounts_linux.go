@@ -19,19 +19,24 @@ import (
 )
 
 // vfsMounts are a sandbox's programmable mounts: FUSE devices opened
-// while the agent still sees the host (the device node is the host's),
-// mounted by the agent and handed to the FUSE server process (see
-// fuseServerMain), which serves each mount once the host opens the
-// mount's stream; the agent relays that stream to the server.
+// while the agent still sees the host (the device node is the host's)
+// and mounted by the agent. Where the host can read the devices (the
+// process level: the same kernel), each is handed to the host, which
+// serves it itself (handOver). Otherwise they go to the FUSE server
+// process (see fuseServerMain), which serves each mount once the host
+// opens the mount's stream; the agent relays that stream to the server.
 type vfsMounts struct {
 	log       *slog.Logger
 	writeback bool
 	serial    bool
 	sentry    bool // inside gVisor's Sentry
-	mu        sync.Mutex
-	devs      map[string]*os.File // by target, until the server has them
-	socks     map[string]*os.File // the agent's end of each mount's socket to the server, until attached
-	server    *fuseClient
+	// hostChan is the socket on which the devices go to the host
+	// (RootSpec.VFSChan); 0: they stay in the sandbox.
+	hostChan int
+	mu       sync.Mutex
+	devs     map[string]*os.File // by target, until the server has them
+	socks    map[string]*os.File // the agent's end of each mount's socket to the server, until attached
+	server   *fuseClient
 }
 
 // openVFS opens a FUSE device for each of spec's programmable mounts.
@@ -42,6 +47,10 @@ func openVFS(spec *agentproto.RootSpec, log *slog.Logger) (*vfsMounts, error) {
 		socks:     make(map[string]*os.File),
 		writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1",
 		serial:    os.Getenv("AIRLOCK_VFS_SERIAL") == "1",
+	}
+	if spec.VFSChan > 0 {
+		m.hostChan = spec.VFSChan
+		unix.CloseOnExec(m.hostChan)
 	}
 	if len(spec.VFS) == 0 {
 		return m, nil
@@ -96,6 +105,9 @@ func (m *vfsMounts) mount() error {
 // mounts, and so the sandbox, alive once it is killed. It returns
 // without waiting for the server (see ready).
 func (m *vfsMounts) startServer() error {
+	if m.hostChan > 0 {
+		return m.handOver()
+	}
 	if len(m.devs) == 0 {
 		return nil
 	}

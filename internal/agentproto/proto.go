@@ -290,6 +290,13 @@ type RootSpec struct {
 	// FUSE mount's device only from the namespace that mounts it) for
 	// each VFS mount; 0: the agent opens /dev/fuse.
 	FuseFD int `cbor:"fuse_fd,omitempty"`
+	// VFSChan, when not 0, is the agent's end of a SOCK_SEQPACKET socket
+	// to the host, which serves the VFS mounts itself: once a mount is
+	// made, the agent sends a FUSEHandover with the mount's FUSE device
+	// (SCM_RIGHTS) and keeps no descriptor of it, and the host answers
+	// with a FUSEServed once it serves the mount. No OpVFS stream is
+	// opened then.
+	VFSChan int `cbor:"vfs_chan,omitempty"`
 	// Direct lists host directories bound into the sandbox.
 	Direct []DirectMount `cbor:"direct,omitempty"`
 	// Blocked lists paths of the sandbox that are covered, after every

@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,9 @@ type Options struct {
 	// the write call returns (close and fsync flush them), so a
 	// provider's hooks and quota errors are seen late: off by default.
 	Writeback bool
+	// Serial answers one request at a time, as a server without
+	// pipelining would (a benchmark's mode).
+	Serial bool
 	// IDs maps the ids of the kernel that mounts to the provider's; the
 	// zero value passes them as they are.
 	IDs IDShift
@@ -136,6 +140,7 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	if opts.Writeback {
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}
+	mo.SingleThreaded = opts.Serial
 	raw := gofs.NewNodeFS(root, &gofs.Options{
 		MountOptions: mo,
 		AttrTimeout:  &fsys.attrTimeout,
@@ -352,6 +357,60 @@ func MountDetached(dev *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("make a FUSE mount: %w", err)
 	}
 	return os.NewFile(uintptr(m), "fuse"), nil
+}
+
+// connectionsDir is where the kernel lists its FUSE connections
+// (fusectl), by the device number of each one's file system.
+const connectionsDir = "/sys/fs/fuse/connections"
+
+// Connection names a FUSE file system's connection by the file system's
+// device number, as stat gives it.
+type Connection struct {
+	Major, Minor uint32
+}
+
+// ConnectionOf is the connection of the FUSE file system that mount (a
+// mount's descriptor, or any of its files) is in. It sends no request.
+func ConnectionOf(mount *os.File) (Connection, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(int(mount.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, 0, &st); err != nil {
+		return Connection{}, fmt.Errorf("the FUSE connection of a mount: %w", err)
+	}
+	return Connection{Major: st.Dev_major, Minor: st.Dev_minor}, nil
+}
+
+// Abort ends the connection: every request waiting on it fails at once,
+// the one its server has read and not answered included, and every
+// later one fails with ENOTCONN; its server then stops. A process waits
+// for a request its server has read even when killed, so a sandbox's
+// teardown cannot otherwise count on its processes' end while a
+// provider takes its time. It needs fusectl mounted at
+// /sys/fs/fuse/connections, and to be root or the mount's owner.
+func (c Connection) Abort() error {
+	// The kernel names a connection by its internal device number
+	// (the minor in the low 20 bits), not stat's encoding of it.
+	name := fmt.Sprintf("%s/%d/abort", connectionsDir, uint64(c.Major)<<20|uint64(c.Minor))
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("abort FUSE connection %d:%d: %w", c.Major, c.Minor, err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("1")); err != nil {
+		return fmt.Errorf("abort FUSE connection %d:%d: %w", c.Major, c.Minor, err)
+	}
+	return nil
+}
+
+// SetReadAhead sets the kernel's read-ahead for the connection's file
+// system to n bytes (at most what one request carries, Options.MaxWrite):
+// the kernel gives a FUSE file system its default, 128 KiB, whatever the
+// server asks for. It needs root.
+func (c Connection) SetReadAhead(n int) error {
+	name := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", c.Major, c.Minor)
+	if err := os.WriteFile(name, []byte(strconv.Itoa(n>>10)), 0); err != nil {
+		return fmt.Errorf("set the read-ahead of FUSE connection %d:%d: %w", c.Major, c.Minor, err)
+	}
+	return nil
 }
 
 // Unmount detaches the mount at target; its server then stops.

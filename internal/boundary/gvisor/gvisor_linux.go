@@ -77,8 +77,10 @@ type Sandbox struct {
 	group   *cgroup.Group
 	ids     *idalloc.Lease // the host ids the sandbox's map to, as root
 	notes   []string
-	servers []*vfsfuse.Server // of its programmable mounts
-	attach  []attachSpec      // its mounts and disk, for runsc's namespace
+	servers []*vfsfuse.Server    // of its programmable mounts
+	conns   []vfsfuse.Connection // theirs
+	log     *slog.Logger
+	attach  []attachSpec // its mounts and disk, for runsc's namespace
 	disk    *diskfs.Disk
 	// madeMountsDir: the directory of the host's mounts exists.
 	madeMountsDir bool
@@ -106,7 +108,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if err != nil {
 		return nil, fmt.Errorf("make the sandbox's private directory: %w", err)
 	}
-	s := &Sandbox{dir: dir, done: make(chan struct{}), stderr: boundary.NewTail(16 << 10)}
+	s := &Sandbox{dir: dir, done: make(chan struct{}), stderr: boundary.NewTail(16 << 10), log: log}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -358,6 +360,10 @@ func (s *Sandbox) Close() error {
 		if s.cmd != nil && s.cmd.Process != nil {
 			// runsc leads a process group of its own.
 			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			// A gofer killed while its request is with a provider
+			// waits for the answer: the sandbox's end must not wait
+			// on any provider.
+			s.abortMounts()
 			<-s.done
 		}
 		if err := s.closeMounts(); err != nil {

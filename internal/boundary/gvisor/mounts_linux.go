@@ -126,6 +126,12 @@ func (s *Sandbox) serveMounts(ms []boundary.Mount, shift vfsfuse.IDShift, boot *
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
 		s.servers = append(s.servers, srv)
+		conn, err := vfsfuse.ConnectionOf(mnt)
+		if err != nil {
+			mnt.Close()
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+		s.conns = append(s.conns, conn)
 		inside := path.Join(mountsInside, strconv.Itoa(i))
 		s.attach = append(s.attach, attachSpec{mount: mnt, at: at, inside: inside})
 		boot.Root.Direct = append(boot.Root.Direct, agentproto.DirectMount{Target: m.Target, HostPath: inside})
@@ -152,6 +158,17 @@ func serveOne(m boundary.Mount, shift vfsfuse.IDShift, log *slog.Logger) (*vfsfu
 		return nil, nil, err
 	}
 	return srv, mnt, nil
+}
+
+// abortMounts ends the connections of the sandbox's mounts: every
+// request still waiting on one fails, so that no process of the sandbox
+// (the gofer) waits for a provider once it is killed.
+func (s *Sandbox) abortMounts() {
+	for _, c := range s.conns {
+		if err := c.Abort(); err != nil {
+			s.log.Debug("programmable mount: abort its connection", "err", err)
+		}
+	}
 }
 
 // closeMounts stops the servers of the sandbox's mounts, any request

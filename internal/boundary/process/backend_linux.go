@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/boundary"
 	"github.com/airlock-sandbox/airlock/internal/cgroup"
 	"github.com/airlock-sandbox/airlock/internal/tap"
+	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
 
 // Backend is the process boundary behind the seam: Linux namespaces,
@@ -44,8 +45,9 @@ func (Backend) CheckNetwork() error {
 // host opened.
 func (Backend) BindsHostDirs() bool { return true }
 
-// ServesMounts: the agent mounts them, served over its stream.
-func (Backend) ServesMounts() bool { return false }
+// ServesMounts: the agent mounts them and hands their FUSE devices to
+// the supervisor, which serves them (see hostVFS).
+func (Backend) ServesMounts() bool { return true }
 
 // Start starts the agent in new namespaces. With spec.Link, the TAP
 // device is made while the agent boots: from here as root, by the agent
@@ -54,6 +56,8 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	o := Options{
 		ID: spec.ID, AgentPath: spec.AgentPath, DiskDir: spec.DiskDir, Log: spec.Log,
 		Limits: cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs},
+		Mounts: spec.Mounts,
+		VFS:    vfsfuse.Options{Writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1", Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"},
 	}
 	l := spec.Link
 	byAgent := l != nil && os.Geteuid() != 0

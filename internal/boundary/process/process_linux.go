@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/kernel"
 	"github.com/airlock-sandbox/airlock/internal/subid"
 	"github.com/airlock-sandbox/airlock/internal/tap"
+	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
 
 // Options configures one sandbox.
@@ -39,6 +40,10 @@ type Options struct {
 	// tmpfs. It needs root.
 	DiskDir string
 	Log     *slog.Logger
+	// Mounts are served from this process (see hostVFS), with VFS's
+	// settings.
+	Mounts []boundary.Mount
+	VFS    vfsfuse.Options
 }
 
 // Sandbox is a running process-boundary sandbox.
@@ -50,6 +55,7 @@ type Sandbox struct {
 	group   *cgroup.Group
 	disk    *diskfs.Disk
 	ids     *idalloc.Lease // the block of host ids the sandbox's ids map to, as root
+	vfs     *hostVFS       // its programmable mounts, when it has any
 	notes   []string
 	stderr  *boundary.Tail
 	done    chan struct{}
@@ -192,6 +198,7 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		boot.Root.RootFSFD = 3 + len(extra)
 		extra = append(extra, tree)
 	}
+	boot.Root.VFS = targets(o.Mounts)
 	mounts, err := hostMounts(boot, uid, gid, 3+len(extra))
 	if err != nil {
 		return nil, err
@@ -207,6 +214,17 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		}
 		boot.Root.DiskFD = 3 + len(extra)
 		extra = append(extra, s.disk.Mount())
+	}
+	boot.Root.VFSChan = 0
+	if len(o.Mounts) > 0 {
+		h, theirs, err := newHostVFS(o.Mounts, o.VFS, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		s.vfs = h
+		defer theirs.Close()
+		boot.Root.VFSChan = 3 + len(extra)
+		extra = append(extra, theirs)
 	}
 	if boot.Link != nil {
 		// The agent makes the network interface and sends its file
@@ -233,11 +251,6 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		agent.env = []string{"AIRLOCK_AGENT_DEBUG=" + env}
 		agent.stderr = io.MultiWriter(s.stderr, os.Stderr)
 	}
-	for _, k := range []string{"AIRLOCK_VFS_WRITEBACK", "AIRLOCK_VFS_SERIAL"} {
-		if v := os.Getenv(k); v != "" {
-			agent.env = append(agent.env, k+"="+v)
-		}
-	}
 	cmd, err := agent.start(ctx, ids)
 	if err != nil && ids.helpers != nil {
 		// The caller's subordinate ids could not be mapped: it keeps
@@ -254,6 +267,9 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		s.waitErr = cmd.Wait()
 		close(s.done)
 	}()
+	if s.vfs != nil {
+		go s.vfs.serve()
+	}
 	if s.group != nil {
 		if err := s.group.AddAgent(cmd.Process.Pid); err != nil {
 			return nil, fmt.Errorf("place agent in its cgroup: %w", err)
@@ -382,7 +398,18 @@ func (s *Sandbox) Close() error {
 		}
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()
+			if s.vfs != nil {
+				// A process killed while its request is with a
+				// provider waits for the answer: the sandbox's end
+				// must not wait on any provider.
+				s.vfs.abort()
+			}
 			<-s.done
+		}
+		if s.vfs != nil {
+			if err := s.vfs.close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if s.disk != nil {
 			// No process uses it any more.
