@@ -219,14 +219,27 @@ func attachDirect(root string, spec *agentproto.RootSpec) error {
 	return nil
 }
 
+// cloneDirect clones each direct mount's host directory that the host
+// did not (Direct[i].FD is 0), while the agent still sees the host's
+// files, and gives spec the clone's descriptor.
+func cloneDirect(spec *agentproto.RootSpec) error {
+	for i, d := range spec.Direct {
+		if d.FD > 0 {
+			continue
+		}
+		t, err := unix.OpenTree(unix.AT_FDCWD, d.HostPath, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("host mount at %s: clone host directory %s: %w", d.Target, d.HostPath, err)
+		}
+		spec.Direct[i].FD = t
+	}
+	return nil
+}
+
 func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	tree := d.FD
 	if tree <= 0 {
-		t, err := unix.OpenTree(unix.AT_FDCWD, d.HostPath, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("clone host directory %s: %w", d.HostPath, err)
-		}
-		tree = t
+		return errors.New("the host directory was not cloned")
 	}
 	defer unix.Close(tree)
 	rel := strings.TrimPrefix(path.Clean("/"+d.Target), "/")

@@ -48,6 +48,12 @@ func buildRoot(b *agentproto.Boot) error {
 		defer unix.Close(fd)
 		rootfsFD = fd
 	}
+	// So may a direct mount's host directory (a temporary directory
+	// under /tmp, the process level's stage, when the host could not
+	// clone it itself).
+	if err := cloneDirect(&b.Root); err != nil {
+		return err
+	}
 	if err := mountWritable(stage, &b.Root); err != nil {
 		return err
 	}
