@@ -53,6 +53,10 @@ type Options struct {
 const (
 	DefaultMaxWrite  = 512 << 10
 	DefaultReadAhead = 1 << 20
+	// LargestWrite is the largest MaxWrite that kernels since 4.20 take
+	// by default (fs.fuse.max_pages_limit, 256 pages); an older kernel
+	// caps it at 128 KiB.
+	LargestWrite = 1 << 20
 )
 
 // IDShift maps a provider's ids to the ids of the kernel that mounts

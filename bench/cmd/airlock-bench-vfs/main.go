@@ -38,7 +38,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
-	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 )
 
@@ -113,10 +112,9 @@ type settings struct {
 	MaxReadAhead   int    `json:"max_readahead"`
 	AttrTimeout    string `json:"attr_timeout"`
 	EntryTimeout   string `json:"entry_timeout"`
-	AgentProcs     string `json:"agent_gomaxprocs"`
+	AgentProcs     string `json:"server"`
 	MaxBackground  string `json:"max_background"`
 	FuseMaxPages   string `json:"fuse_max_pages_limit,omitempty"`
-	ProtoMaxData   int    `json:"proto_max_data"`
 	WritebackModes string `json:"writeback"`
 }
 
@@ -148,7 +146,7 @@ func main() {
 		workerBin = flag.String("worker", "", "this program built with CGO_ENABLED=0, copied into the sandboxes (default: build it)")
 		jsonPath  = flag.String("json", filepath.Join("bench", "results", "vfs.json"), "write the results as JSON to `FILE` (\"-\" for none)")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the host side of the mounts) to `DIR`/MODE-ROUND.pprof for each run")
-		perfAgent = flag.String("perf-agent", "", "record the agent and its FUSE server of each run with `perf record -g` into DIR/agent-MODE-ROUND.data")
+		perfAgent = flag.String("perf-agent", "", "record the agent of each run with `perf record -g` into DIR/agent-MODE-ROUND.data (the mounts are served by this process: see -cpuprofile)")
 		timeout   = flag.Duration("timeout", 30*time.Minute, "give up after this long")
 	)
 	flag.Parse()
@@ -196,9 +194,10 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		LoadStart: loadAvg(),
 		Params:    p,
 		Settings: settings{
-			MaxWrite: vfsfuse.DefaultMaxWrite, MaxReadAhead: vfsfuse.DefaultReadAhead,
+			// The process level's (internal/boundary/process).
+			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite,
 			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries 1s",
-			AgentProcs:     "1, FUSE server 2 (internal/agent)",
+			AgentProcs:     fmt.Sprintf("the supervisor (this process, GOMAXPROCS %d) reads the mounts' FUSE devices itself", runtime.GOMAXPROCS(0)),
 			MaxBackground:  "64 (internal/vfsfuse)",
 			WritebackModes: "off, except memory-writeback (AIRLOCK_VFS_WRITEBACK=1)",
 		},
@@ -217,7 +216,6 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 	if b, err := os.ReadFile("/proc/sys/fs/fuse/max_pages_limit"); err == nil {
 		rep.Settings.FuseMaxPages = strings.TrimSpace(string(b))
 	}
-	rep.Settings.ProtoMaxData = 1 << 20
 	tmp, err := os.MkdirTemp("", "airlock-bench-vfs-")
 	if err != nil {
 		return nil, err
@@ -355,7 +353,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		var perf *exec.Cmd
 		if label != "" && perfAgent != "" && m.Name != "tmpfs" && m.Name != "direct" {
 			os.MkdirAll(perfAgent, 0o755)
-			perf = exec.Command("perf", "record", "-q", "-g", "-p", fuseDaemons(sb.PID()), "-o", filepath.Join(perfAgent, "agent-"+label+".data"))
+			perf = exec.Command("perf", "record", "-q", "-g", "-p", strconv.Itoa(sb.PID()), "-o", filepath.Join(perfAgent, "agent-"+label+".data"))
 			perf.Stdout, perf.Stderr = os.Stderr, os.Stderr
 			if err := perf.Start(); err != nil {
 				return nil, err
@@ -561,8 +559,8 @@ func printTable(w *os.File, rep *report) {
 		p("| %s | %s (%s) | %s | %s |\n", t.Name, meas, t.Detail, goal, v)
 	}
 	s := rep.Settings
-	p("\nFUSE settings: max_write %d KiB, max_readahead %d KiB, attr timeout %s, entry timeout %s, max_pages_limit %s, max_background %s, agent GOMAXPROCS %s, protocol reads and writes up to %d KiB a request, writeback %s\n",
-		s.MaxWrite>>10, s.MaxReadAhead>>10, s.AttrTimeout, s.EntryTimeout, s.FuseMaxPages, s.MaxBackground, s.AgentProcs, s.ProtoMaxData>>10, s.WritebackModes)
+	p("\nFUSE settings: max_write %d KiB, max_readahead %d KiB, attr timeout %s, entry timeout %s, max_pages_limit %s, max_background %s, %s, writeback %s\n",
+		s.MaxWrite>>10, s.MaxReadAhead>>10, s.AttrTimeout, s.EntryTimeout, s.FuseMaxPages, s.MaxBackground, s.AgentProcs, s.WritebackModes)
 	for _, m := range rep.Modes {
 		if m.Info == nil {
 			continue
@@ -639,21 +637,4 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// fuseDaemons lists, as perf's -p takes them, the sandbox's processes
-// that carry its mounts' requests: the agent, which relays them, and
-// its FUSE server, which serves them.
-func fuseDaemons(agent int) string {
-	pids := []string{strconv.Itoa(agent)}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", agent))
-	for _, t := range tasks {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", agent, t.Name()))
-		for _, c := range strings.Fields(string(b)) {
-			if cmd, _ := os.ReadFile("/proc/" + c + "/cmdline"); bytes.Contains(cmd, []byte(agentproto.FUSEServerArg)) {
-				pids = append(pids, c)
-			}
-		}
-	}
-	return strings.Join(pids, ",")
 }

@@ -57,7 +57,13 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		ID: spec.ID, AgentPath: spec.AgentPath, DiskDir: spec.DiskDir, Log: spec.Log,
 		Limits: cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs},
 		Mounts: spec.Mounts,
-		VFS:    vfsfuse.Options{Writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1", Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1"},
+		// Served from here, a request costs two copies and no socket:
+		// the largest requests the kernel makes halve a sequential
+		// transfer's round trips.
+		VFS: vfsfuse.Options{
+			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite,
+			Writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1", Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1",
+		},
 	}
 	l := spec.Link
 	byAgent := l != nil && os.Geteuid() != 0
