@@ -11,9 +11,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/policy"
@@ -515,6 +518,88 @@ func TestVFSServerHidden(t *testing.T) {
 					t.Errorf("process %d of the sandbox (%q) holds a FUSE device at descriptor %s", p, b, fd.Name())
 				}
 			}
+		}
+	})
+}
+
+// hostReads is a provider whose files are host files, which it offers
+// the kernel to read itself (vfs.HostFiler), and which counts the reads
+// that reach it.
+type hostReads struct {
+	vfs.Provider
+	dir   string
+	reads *atomic.Int64
+}
+
+func (p hostReads) Open(ctx context.Context, name string, flags int, mode fs.FileMode) (vfs.Handle, error) {
+	h, err := p.Provider.Open(ctx, name, flags, mode)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(p.dir, name))
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &hostReadsHandle{Handle: h, f: f, reads: p.reads}, nil
+}
+
+type hostReadsHandle struct {
+	vfs.Handle
+	f     *os.File
+	reads *atomic.Int64
+}
+
+func (h *hostReadsHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	h.reads.Add(1)
+	return h.Handle.ReadAt(ctx, p, off)
+}
+
+func (h *hostReadsHandle) HostFile() *os.File { return h.f }
+
+func (h *hostReadsHandle) Close() error {
+	h.f.Close()
+	return h.Handle.Close()
+}
+
+// A read-only mount whose files are host files is read by the sandbox's
+// kernel straight from them at the process level, as root on Linux 6.9
+// and later (FUSE passthrough), through every layer the sandbox's mounts
+// have (blocked paths, hooks, events): no read reaches the provider.
+// Elsewhere the reads go through the provider, and read the same.
+func TestVFSReadonlyPassthrough(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, lv airlock.Isolation) {
+		ctx := testCtx(t, 90*time.Second)
+		dir := t.TempDir()
+		want := strings.Repeat("passthrough\n", 50_000)
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		real, err := vfs.NewRealFS(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reads atomic.Int64
+		sb := newSandbox(t, airlock.Config{Isolation: lv, VFS: airlock.VFSConfig{
+			Providers:    map[string]vfs.Provider{"/ro": vfs.NewReadonly(hostReads{Provider: real, dir: dir, reads: &reads})},
+			BlockedPaths: []string{"/ro/secret"},
+			Hooks:        vfs.Hooks{BeforeWrite: func(context.Context, string, int64, int) error { return nil }},
+		}})
+		if got := mustRun(t, ctx, sb, "md5sum < /ro/f"); got != mustRun(t, ctx, sb, "printf 'passthrough\\n%.0s' $(seq 50000) | md5sum") {
+			t.Errorf("the file read through the mount differs: %s", got)
+		}
+		var u unix.Utsname
+		_ = unix.Uname(&u)
+		var major, minor int
+		_, _ = fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+		if lv == airlock.IsolationProcess && os.Getuid() == 0 && (major > 6 || major == 6 && minor >= 9) {
+			if n := reads.Load(); n != 0 {
+				t.Errorf("%d reads reached the provider, want none (FUSE passthrough)", n)
+			}
+		} else if reads.Load() == 0 {
+			t.Error("no read reached the provider")
 		}
 	})
 }

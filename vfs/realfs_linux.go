@@ -684,3 +684,5 @@ func (h *realHandle) Stat(ctx context.Context) (FileInfo, error) {
 func (h *realHandle) Truncate(ctx context.Context, size int64) error { return h.f.Truncate(size) }
 func (h *realHandle) Sync(ctx context.Context) error                 { return h.f.Sync() }
 func (h *realHandle) Close() error                                   { return h.f.Close() }
+
+func (h *realHandle) hostFile() *os.File { return h.f }

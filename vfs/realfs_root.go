@@ -372,3 +372,5 @@ func (h *rootHandle) Stat(ctx context.Context) (FileInfo, error) {
 func (h *rootHandle) Truncate(ctx context.Context, size int64) error { return h.f.Truncate(size) }
 func (h *rootHandle) Sync(ctx context.Context) error                 { return h.f.Sync() }
 func (h *rootHandle) Close() error                                   { return h.f.Close() }
+
+func (h *rootHandle) hostFile() *os.File { return h.f }

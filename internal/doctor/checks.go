@@ -330,16 +330,20 @@ func cgroupCheck(info func() (string, []string, bool, string)) Check {
 // fuseCheck says whether programmable mounts (vfs.mounts, --mount) can
 // work: as root airlock gives each sandbox a FUSE device node of its
 // own, so /dev/fuse needs only to exist; unprivileged, the caller's
-// sandboxes open /dev/fuse themselves. It also says what FUSE
-// passthrough would need.
+// sandboxes open /dev/fuse themselves. It also says whether real_fs
+// reads use FUSE passthrough.
 func fuseCheck(root, kernel string, uid int) Check {
 	c := deviceCheck(root, "/dev/fuse", "fuse", "programmable mounts (vfs.mounts, --mount; direct mounts and -v work without)", "modprobe fuse", uid)
 	c.Name = "programmable mounts (FUSE)"
 	if c.Status != OK {
 		return c
 	}
-	if kernelpkg.AtLeast(kernel, 6, 9) {
-		c.Detail += "; FUSE passthrough (Linux ≥ 6.9) is not used: it needs CAP_SYS_ADMIN in the host's user namespace, which a sandbox's FUSE daemon never has, so real_fs reads go through the daemon; a direct mount (-v) reads at the host's speed"
+	switch {
+	case !kernelpkg.AtLeast(kernel, 6, 9):
+	case uid == 0:
+		c.Detail += "; FUSE passthrough (Linux ≥ 6.9, CONFIG_FUSE_PASSTHROUGH): at the process level a read-only real_fs mount's files are read by the kernel straight from the host files, as the supervisor serves the mounts as root (a writable mount's reads go through the supervisor, whose hooks and events see every write; in a VM the guest's FUSE daemon serves them)"
+	default:
+		c.Detail += "; FUSE passthrough (Linux ≥ 6.9) is not used: it needs CAP_SYS_ADMIN in the host's user namespace, so read-only real_fs mounts are read through the supervisor's FUSE server; run as root for it, or use a direct mount (-v), which reads at the host's speed"
 	}
 	return c
 }

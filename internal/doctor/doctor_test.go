@@ -376,8 +376,11 @@ func TestDeviceChecks(t *testing.T) {
 	if c := fuseCheck(root, "6.1.0", 1000); c.Status != OK || !strings.Contains(c.Detail, "mode 0600") || strings.Contains(c.Detail, "passthrough") {
 		t.Errorf("fuse: %+v", c)
 	}
-	if c := fuseCheck(root, "6.18.4", 1000); c.Status != OK || !strings.Contains(c.Detail, "passthrough") {
-		t.Errorf("fuse on a kernel with passthrough: %+v", c)
+	if c := fuseCheck(root, "6.18.4", 1000); c.Status != OK || !strings.Contains(c.Detail, "passthrough (Linux ≥ 6.9) is not used") || !strings.Contains(c.Detail, "run as root") {
+		t.Errorf("fuse on a kernel with passthrough, unprivileged: %+v", c)
+	}
+	if c := fuseCheck(root, "6.18.4", 0); c.Status != OK || !strings.Contains(c.Detail, "read by the kernel straight from the host files") {
+		t.Errorf("fuse on a kernel with passthrough, as root: %+v", c)
 	}
 	c := tunCheck(root, 1000)
 	if c.Status != Warn || !strings.Contains(c.Detail, "TAP networking") || c.Fix != "modprobe tun" {

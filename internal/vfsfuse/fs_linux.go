@@ -39,6 +39,10 @@ type Options struct {
 	// the write call returns (close and fsync flush them), so a
 	// provider's hooks and quota errors are seen late: off by default.
 	Writeback bool
+	// Passthrough lets the kernel read a file opened for reading only
+	// straight from the host file behind it, where there is one (see
+	// fileHandle.PassthroughFd).
+	Passthrough bool
 	// Serial answers one request at a time, as a server without
 	// pipelining would (a benchmark's mode).
 	Serial bool
@@ -97,6 +101,8 @@ type fileSystem struct {
 	attrTimeout, entryTimeout time.Duration
 	// openFlags are the FOPEN_* flags of every opened file.
 	openFlags uint32
+	// passthrough: Options.Passthrough.
+	passthrough bool
 }
 
 func (f *fileSystem) setEntryTimeouts(out *fuse.EntryOut) {
@@ -124,7 +130,7 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	fsys := &fileSystem{p: p, ids: opts.IDs, attrTimeout: timeout(opts.AttrTimeout), entryTimeout: timeout(opts.EntryTimeout)}
+	fsys := &fileSystem{p: p, ids: opts.IDs, attrTimeout: timeout(opts.AttrTimeout), entryTimeout: timeout(opts.EntryTimeout), passthrough: opts.Passthrough}
 	// The kernel tells apart the writes of a file opened without a
 	// flush of its own (FOPEN_NOFLUSH): no FLUSH request on close.
 	fsys.openFlags = fuse.FOPEN_NOFLUSH

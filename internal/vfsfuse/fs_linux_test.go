@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -619,5 +620,109 @@ func TestMountDetached(t *testing.T) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.FUSE_SUPER_MAGIC {
 		t.Errorf("statfs of the attached mount: type %#x, %v", st.Type, err)
+	}
+}
+
+// countReads counts the reads that reach its provider's files; with
+// host, its handles pass on the host file behind them (vfs.HostFiler).
+type countReads struct {
+	vfs.Provider
+	host  bool
+	reads *atomic.Int64
+}
+
+func (c countReads) Open(ctx context.Context, p string, flags int, mode fs.FileMode) (vfs.Handle, error) {
+	h, err := c.Provider.Open(ctx, p, flags, mode)
+	if err != nil {
+		return nil, err
+	}
+	if c.host {
+		return hostCounted{counted{h, c.reads}}, nil
+	}
+	return counted{h, c.reads}, nil
+}
+
+type counted struct {
+	vfs.Handle
+	reads *atomic.Int64
+}
+
+func (c counted) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	c.reads.Add(1)
+	return c.Handle.ReadAt(ctx, p, off)
+}
+
+type hostCounted struct{ counted }
+
+func (h hostCounted) HostFile() *os.File { return vfs.HostFileOf(h.Handle) }
+
+// A file of a read-only provider, whose handle has a host file behind it
+// (a real_fs mount made read-only), is read by the kernel straight from
+// that file (FUSE passthrough, Linux 6.9 and later, as root): no read
+// reaches the provider, and what is read is the file's current
+// contents. A writable real_fs file, or one whose handle has no host
+// file, is read through the provider: the kernel would write a
+// passthrough file's host file directly, past the provider.
+func TestPassthrough(t *testing.T) {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 9 {
+		t.Skipf("FUSE passthrough needs Linux 6.9 (this is %s)", unix.ByteSliceToString(u.Release[:]))
+	}
+	host := t.TempDir()
+	want := bytes.Repeat([]byte("passthrough "), 100_000)
+	if err := os.WriteFile(filepath.Join(host, "f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real, err := vfs.NewRealFS(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		p          vfs.Provider
+		host, pass bool
+	}{
+		{"read-only real_fs", vfs.NewReadonly(real), true, true},
+		{"read-only, no host file", vfs.NewReadonly(real), false, false},
+		{"writable real_fs", real, true, false},
+	} {
+		var reads atomic.Int64
+		dir := mountWith(t, countReads{Provider: c.p, host: c.host, reads: &reads}, vfsfuse.Options{Passthrough: true})
+		got, err := os.ReadFile(filepath.Join(dir, "f"))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes (%v), want %d", c.name, len(got), err, len(want))
+		}
+		switch n := reads.Load(); {
+		case c.pass && n != 0:
+			t.Errorf("%s: %d reads reached the provider, want none", c.name, n)
+		case !c.pass && n == 0:
+			t.Errorf("%s: no read reached the provider", c.name)
+		}
+		if !c.pass {
+			continue
+		}
+		// A change of the host file is what the next read gets.
+		f, err := os.Open(filepath.Join(dir, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(host, "f"), []byte("changed"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		n, _ := f.ReadAt(buf, 0)
+		if string(buf[:n]) != "changed" {
+			t.Errorf("read after the host file changed: %q", buf[:n])
+		}
+		// Nothing opens it for writing meanwhile.
+		if _, err := os.OpenFile(filepath.Join(dir, "f"), os.O_RDWR, 0); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("open for writing while a passthrough file is open: %v, want EROFS", err)
+		}
+		f.Close()
+		if err := os.WriteFile(filepath.Join(host, "f"), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

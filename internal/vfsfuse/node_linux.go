@@ -212,11 +212,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if e != 0 {
 		return nil, 0, e
 	}
-	h, err := n.fsys.p.Open(n.fsys.caller(ctx), p, openFlags(flags), 0)
+	of := openFlags(flags)
+	h, err := n.fsys.p.Open(n.fsys.caller(ctx), p, of, 0)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return &fileHandle{h: h, fsys: n.fsys}, n.fsys.openFlags, 0
+	return &fileHandle{h: h, fsys: n.fsys, readOnly: of&(os.O_WRONLY|os.O_RDWR) == 0}, n.fsys.openFlags, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -506,6 +507,26 @@ func (d *dirHandle) Releasedir(context.Context, uint32) { d.entries = nil }
 type fileHandle struct {
 	h    vfs.Handle
 	fsys *fileSystem
+	// readOnly: opened for reading only.
+	readOnly bool
+}
+
+// PassthroughFd has the kernel read a file opened for reading only
+// straight from the host file behind it (vfs.HostFiler: a real_fs
+// file), with Options.Passthrough and where the kernel allows it (Linux
+// 6.9 and later, a server with CAP_SYS_ADMIN: the supervisor as root):
+// reads then never reach the provider, which has nothing to do with
+// them, hooks and events being for changes. Anything else goes to the
+// provider.
+func (f *fileHandle) PassthroughFd() (int, bool) {
+	if !f.readOnly || !f.fsys.passthrough {
+		return -1, false
+	}
+	hf := vfs.HostFileOf(f.h)
+	if hf == nil {
+		return -1, false
+	}
+	return int(hf.Fd()), true
 }
 
 func (f *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

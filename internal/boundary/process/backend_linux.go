@@ -61,7 +61,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		// the largest requests the kernel makes halve a sequential
 		// transfer's round trips.
 		VFS: vfsfuse.Options{
-			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite,
+			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite, Passthrough: true,
 			Writeback: os.Getenv("AIRLOCK_VFS_WRITEBACK") == "1", Serial: os.Getenv("AIRLOCK_VFS_SERIAL") == "1",
 		},
 	}
