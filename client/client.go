@@ -108,6 +108,11 @@ type Client struct {
 	exitErr error
 	tail    *tailBuffer
 
+	// cancels are the cancel requests being sent (cancelExec): Close
+	// lets them reach the server before it ends the input, on which the
+	// server finishes what is still running.
+	cancels sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -265,6 +270,30 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) close() error {
+	// A command whose context ended is cancelled in the background; an
+	// input that ends before the cancel is sent leaves the server
+	// waiting for the command. Those whose context has ended are
+	// cancelled now, in case the context's callback has not run yet.
+	c.mu.Lock()
+	var ended []*Process
+	for _, pc := range c.pending {
+		if p, ok := pc.(*Process); ok && p.ctx.Err() != nil {
+			ended = append(ended, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ended {
+		p.abandon(p.ctx.Err())
+	}
+	cancelled := make(chan struct{})
+	go func() {
+		c.cancels.Wait()
+		close(cancelled)
+	}()
+	select {
+	case <-cancelled:
+	case <-time.After(cancelFlushTimeout):
+	}
 	if c.cmd != nil {
 		c.closeSandboxes()
 	}
@@ -615,12 +644,16 @@ func (c *Client) closeSandboxes() {
 // cancelExec asks the server, in the background, to kill the command
 // started by request id.
 func (c *Client) cancelExec(id int64, sandboxID string) {
-	go func() {
+	c.cancels.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c.call(ctx, api.MethodCancel, api.ExecRefParams{SandboxID: sandboxID, ID: idJSON(id)}, nil)
-	}()
+	})
 }
+
+// cancelFlushTimeout bounds how long Close waits for the cancel requests
+// being sent.
+const cancelFlushTimeout = 5 * time.Second
 
 func idJSON(id int64) json.RawMessage { return strconv.AppendInt(nil, id, 10) }
 

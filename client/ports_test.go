@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,5 +77,35 @@ while True:
 	}
 	if _, err := plain.PortForward(ctx, api.PortMapping{SandboxPort: 8000}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "publishing ports needs") {
 		t.Errorf("PortForward without a network: %v, want ErrUnsupported saying so", err)
+	}
+}
+
+// A command whose context ends just before Close is cancelled before the
+// server's input ends: the server, which finishes what is running once
+// its input ends, then exits at once rather than waiting for a command
+// that never ends.
+func TestCloseAfterContextEnds(t *testing.T) {
+	for i := range 4 {
+		c := startReal(t, Options{CloseTimeout: 20 * time.Second})
+		sb, err := c.Create(testCtx(t), api.CreateParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := sb.StartWith(ctx, api.ExecParams{Argv: []string{"sleep", "1000"}}, nil, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if i > 0 {
+			// The client has let the command go, and sends its
+			// cancel in the background.
+			if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Wait after the context ended: %v", err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", i, err)
+		}
 	}
 }
