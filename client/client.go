@@ -108,10 +108,13 @@ type Client struct {
 	exitErr error
 	tail    *tailBuffer
 
-	// cancels are the cancel requests being sent (cancelExec): Close
-	// lets them reach the server before it ends the input, on which the
-	// server finishes what is still running.
-	cancels sync.WaitGroup
+	// cancelling counts the cancel requests being sent (cancelExec):
+	// Close lets them reach the server before it ends the input, on
+	// which the server finishes what is still running. cancelIdle, when
+	// not nil, is closed once none is.
+	cancelMu   sync.Mutex
+	cancelling int
+	cancelIdle chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -285,14 +288,14 @@ func (c *Client) close() error {
 	for _, p := range ended {
 		p.abandon(p.ctx.Err())
 	}
-	cancelled := make(chan struct{})
-	go func() {
-		c.cancels.Wait()
-		close(cancelled)
-	}()
-	select {
-	case <-cancelled:
-	case <-time.After(cancelFlushTimeout):
+	c.cancelMu.Lock()
+	idle := c.cancelIdle
+	c.cancelMu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-time.After(cancelFlushTimeout):
+		}
 	}
 	if c.cmd != nil {
 		c.closeSandboxes()
@@ -644,11 +647,40 @@ func (c *Client) closeSandboxes() {
 // cancelExec asks the server, in the background, to kill the command
 // started by request id.
 func (c *Client) cancelExec(id int64, sandboxID string) {
-	c.cancels.Go(func() {
+	c.sendCancel(id, sandboxID, c.holdCancel())
+}
+
+// holdCancel counts a cancel request about to be sent, which Close waits
+// for, until release is called.
+func (c *Client) holdCancel() (release func()) {
+	c.cancelMu.Lock()
+	c.cancelling++
+	if c.cancelIdle == nil {
+		c.cancelIdle = make(chan struct{})
+	}
+	c.cancelMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.cancelMu.Lock()
+			if c.cancelling--; c.cancelling == 0 {
+				close(c.cancelIdle)
+				c.cancelIdle = nil
+			}
+			c.cancelMu.Unlock()
+		})
+	}
+}
+
+// sendCancel sends the cancel request that release holds, in the
+// background.
+func (c *Client) sendCancel(id int64, sandboxID string, release func()) {
+	go func() {
+		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c.call(ctx, api.MethodCancel, api.ExecRefParams{SandboxID: sandboxID, ID: idJSON(id)}, nil)
-	})
+	}()
 }
 
 // cancelFlushTimeout bounds how long Close waits for the cancel requests

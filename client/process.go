@@ -200,9 +200,14 @@ func (p *Process) launch(params any) error {
 // abandon stops listening because ctx ended, and cancels the request:
 // that kills a command, and ends an attach.
 func (p *Process) abandon(err error) {
+	// Counted before the call is forgotten and Wait returns, so that a
+	// Close meanwhile waits for the cancel to be sent.
+	release := p.c.holdCancel()
 	p.c.forget(p.id)
 	if p.finish(nil, err, err, false) {
-		p.c.cancelExec(p.id, p.sandboxID)
+		p.c.sendCancel(p.id, p.sandboxID, release)
+	} else {
+		release()
 	}
 }
 
