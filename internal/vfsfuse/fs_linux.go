@@ -389,6 +389,35 @@ func ConnectionOf(mount *os.File) (Connection, error) {
 	return Connection{Major: st.Dev_major, Minor: st.Dev_minor}, nil
 }
 
+// dir is the connection's directory among the kernel's (fusectl).
+func (c Connection) dir() string {
+	// The kernel names a connection by its internal device number
+	// (the minor in the low 20 bits), not stat's encoding of it.
+	return fmt.Sprintf("%s/%d", connectionsDir, uint64(c.Major)<<20|uint64(c.Minor))
+}
+
+// ConnectionsListed reports whether the kernel lists its FUSE
+// connections here (fusectl is mounted at /sys/fs/fuse/connections).
+func ConnectionsListed() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(connectionsDir, &st) == nil && st.Type == fusectlMagic
+}
+
+// fusectlMagic is fusectl's file system type (FUSE_CTL_SUPER_MAGIC in
+// linux/magic.h, which x/sys/unix does not name).
+const fusectlMagic = 0x65735543
+
+// Owner is the host uid that the connection's mount belongs to (its
+// user_id option, as the host sees it), which owns its files among the
+// kernel's connections; an error if the kernel lists no such connection.
+func (c Connection) Owner() (uint32, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(c.dir(), &st); err != nil {
+		return 0, fmt.Errorf("FUSE connection %d:%d: %w", c.Major, c.Minor, err)
+	}
+	return st.Uid, nil
+}
+
 // Abort ends the connection: every request waiting on it fails at once,
 // the one its server has read and not answered included, and every
 // later one fails with ENOTCONN; its server then stops. A process waits
@@ -397,10 +426,7 @@ func ConnectionOf(mount *os.File) (Connection, error) {
 // provider takes its time. It needs fusectl mounted at
 // /sys/fs/fuse/connections, and to be root or the mount's owner.
 func (c Connection) Abort() error {
-	// The kernel names a connection by its internal device number
-	// (the minor in the low 20 bits), not stat's encoding of it.
-	name := fmt.Sprintf("%s/%d/abort", connectionsDir, uint64(c.Major)<<20|uint64(c.Minor))
-	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	f, err := os.OpenFile(c.dir()+"/abort", os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("abort FUSE connection %d:%d: %w", c.Major, c.Minor, err)
 	}

@@ -217,7 +217,7 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 	}
 	boot.Root.VFSChan = 0
 	if len(o.Mounts) > 0 {
-		h, theirs, err := newHostVFS(o.Mounts, o.VFS, o.Log)
+		h, theirs, err := newHostVFS(o.Mounts, o.VFS, uid, o.Log)
 		if err != nil {
 			return nil, err
 		}

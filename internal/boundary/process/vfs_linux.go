@@ -28,7 +28,7 @@ import (
 // server (package vfsfuse) checks every path and bounds every size, as
 // it does for the gvisor level's mounts.
 
-// fuseDevice is /dev/fuse's device number.
+// fuseMajor and fuseMinor are /dev/fuse's device number.
 const fuseMajor, fuseMinor = 10, 229
 
 // hostVFS serves a sandbox's programmable mounts.
@@ -36,9 +36,11 @@ type hostVFS struct {
 	log  *slog.Logger
 	opts vfsfuse.Options
 	conn *net.UnixConn
+	// owner is the host uid of the sandbox's root, which the mounts'
+	// FUSE connections belong to.
+	owner uint32
 	// pending are the mounts not served yet, by target.
 	pending map[string]vfs.Provider
-	done    chan struct{}
 
 	mu     sync.Mutex
 	served []servedMount
@@ -47,13 +49,14 @@ type hostVFS struct {
 
 type servedMount struct {
 	srv  *vfsfuse.Server
-	conn vfsfuse.Connection
+	conn *vfsfuse.Connection // nil where the kernel lists no connections
 }
 
-// newHostVFS prepares to serve ms, and returns the agent's end of the
-// channel on which it hands their devices over.
-func newHostVFS(ms []boundary.Mount, opts vfsfuse.Options, log *slog.Logger) (*hostVFS, *os.File, error) {
-	h := &hostVFS{log: log, opts: opts, pending: make(map[string]vfs.Provider, len(ms)), done: make(chan struct{})}
+// newHostVFS prepares to serve ms for a sandbox whose root is host uid
+// owner, and returns the agent's end of the channel on which it hands
+// their devices over.
+func newHostVFS(ms []boundary.Mount, opts vfsfuse.Options, owner int, log *slog.Logger) (*hostVFS, *os.File, error) {
+	h := &hostVFS{log: log, opts: opts, owner: uint32(owner), pending: make(map[string]vfs.Provider, len(ms))}
 	for _, m := range ms {
 		if _, dup := h.pending[m.Target]; dup {
 			return nil, nil, fmt.Errorf("programmable mount %s is given twice", m.Target)
@@ -88,7 +91,6 @@ func targets(ms []boundary.Mount) []string {
 // serve serves each device the agent hands over, until every mount is
 // served, the agent is gone, or close.
 func (h *hostVFS) serve() {
-	defer close(h.done)
 	defer h.conn.Close()
 	buf := make([]byte, agentproto.MaxFUSEHandover)
 	// Room for more descriptors than one, so that a message with more
@@ -141,6 +143,11 @@ func (h *hostVFS) serveOne(msg, oob []byte, flags int) error {
 		dev.Close()
 		return fmt.Errorf("no programmable mount %q is waiting for its server", m.Target)
 	}
+	conn, err := h.connection(m)
+	if err != nil {
+		dev.Close()
+		return err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(dev.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != fuseMajor || unix.Minor(st.Rdev) != fuseMinor {
 		dev.Close()
@@ -155,8 +162,9 @@ func (h *hostVFS) serveOne(msg, oob []byte, flags int) error {
 		return fmt.Errorf("programmable mount %s: %w", m.Target, err)
 	}
 	delete(h.pending, m.Target)
-	conn := vfsfuse.Connection{Major: m.DevMajor, Minor: m.DevMinor}
-	setReadAhead(conn, opts)
+	if conn != nil {
+		setReadAhead(*conn, opts)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -167,6 +175,27 @@ func (h *hostVFS) serveOne(msg, oob []byte, flags int) error {
 	return nil
 }
 
+// connection is the FUSE connection that hand-over m names, which this
+// process writes to as root (abort, read-ahead): it must be one of the
+// kernel's FUSE connections, and belong to the sandbox's root, so that
+// a device number the agent got wrong never names a host's block device
+// or another sandbox's mount. Where the kernel lists no connections
+// there is nothing to write to: nil.
+func (h *hostVFS) connection(m agentproto.FUSEHandover) (*vfsfuse.Connection, error) {
+	if !vfsfuse.ConnectionsListed() {
+		return nil, nil
+	}
+	c := vfsfuse.Connection{Major: m.DevMajor, Minor: m.DevMinor}
+	owner, err := c.Owner()
+	if err != nil {
+		return nil, fmt.Errorf("programmable mount %s: %w", m.Target, err)
+	}
+	if owner != h.owner {
+		return nil, fmt.Errorf("programmable mount %s: FUSE connection %d:%d belongs to uid %d, not the sandbox's root (%d)", m.Target, m.DevMajor, m.DevMinor, owner, h.owner)
+	}
+	return &c, nil
+}
+
 // abort ends the mounts' connections: every request still waiting on
 // one fails, so that no process of the sandbox waits for a provider once
 // it is killed.
@@ -174,6 +203,9 @@ func (h *hostVFS) abort() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range h.served {
+		if m.conn == nil {
+			continue
+		}
 		if err := m.conn.Abort(); err != nil {
 			h.log.Debug("programmable mount: abort its connection", "err", err)
 		}
