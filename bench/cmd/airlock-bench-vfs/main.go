@@ -106,13 +106,13 @@ type params struct {
 	MountMB  int64 `json:"memory_mount_mb"`
 }
 
-// settings are the FUSE settings the agent's mounts use.
+// settings are the FUSE settings the mounts use.
 type settings struct {
 	MaxWrite       int    `json:"max_write"`
 	MaxReadAhead   int    `json:"max_readahead"`
 	AttrTimeout    string `json:"attr_timeout"`
 	EntryTimeout   string `json:"entry_timeout"`
-	AgentProcs     string `json:"server"`
+	Server         string `json:"server"`
 	MaxBackground  string `json:"max_background"`
 	FuseMaxPages   string `json:"fuse_max_pages_limit,omitempty"`
 	WritebackModes string `json:"writeback"`
@@ -197,7 +197,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 			// The process level's (internal/boundary/process).
 			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite,
 			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries 1s",
-			AgentProcs:     fmt.Sprintf("the supervisor (this process, GOMAXPROCS %d) reads the mounts' FUSE devices itself", runtime.GOMAXPROCS(0)),
+			Server:         fmt.Sprintf("the supervisor (this process, GOMAXPROCS %d) reads the mounts' FUSE devices itself", runtime.GOMAXPROCS(0)),
 			MaxBackground:  "64 (internal/vfsfuse)",
 			WritebackModes: "off, except memory-writeback (AIRLOCK_VFS_WRITEBACK=1)",
 		},
@@ -560,7 +560,7 @@ func printTable(w *os.File, rep *report) {
 	}
 	s := rep.Settings
 	p("\nFUSE settings: max_write %d KiB, max_readahead %d KiB, attr timeout %s, entry timeout %s, max_pages_limit %s, max_background %s, %s, writeback %s\n",
-		s.MaxWrite>>10, s.MaxReadAhead>>10, s.AttrTimeout, s.EntryTimeout, s.FuseMaxPages, s.MaxBackground, s.AgentProcs, s.WritebackModes)
+		s.MaxWrite>>10, s.MaxReadAhead>>10, s.AttrTimeout, s.EntryTimeout, s.FuseMaxPages, s.MaxBackground, s.Server, s.WritebackModes)
 	for _, m := range rep.Modes {
 		if m.Info == nil {
 			continue
