@@ -51,13 +51,18 @@ type MemoryOptions struct {
 // Memory implements Watcher: every change made with a context whose
 // Origin is not OriginSandbox is reported to watchers (see WithOrigin).
 type Memory struct {
-	mu          sync.RWMutex
-	root        *memNode
-	maxBytes    int64
-	maxInodes   int64
-	usedBytes   int64
-	usedInodes  int64
-	nextIno     uint64
+	mu         sync.RWMutex
+	root       *memNode
+	maxBytes   int64
+	maxInodes  int64
+	usedBytes  int64
+	usedInodes int64
+	nextIno    uint64
+	// store holds the files' bytes (memdata.go); freeSlots are its
+	// chunks that files gave back, nextSlot the first never handed out.
+	store       pageStore
+	freeSlots   []int64
+	nextSlot    int64
 	watchMu     sync.Mutex
 	watchers    map[uint64]func(string)
 	nextWatchID uint64
@@ -71,8 +76,9 @@ type memNode struct {
 	open                int    // open handles
 	atime, mtime, ctime time.Time
 
-	size  int64                     // regular file
-	pages map[int64]*[pageSize]byte // regular file, by page index
+	size  int64               // regular file
+	data  map[int64]*memChunk // regular file: its bytes, by MiB (memdata.go)
+	pages int64               // regular file: pages written
 
 	target string // symlink; a FIFO or a socket has only its mode
 
@@ -86,6 +92,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		maxBytes:  opts.MaxBytes,
 		maxInodes: opts.MaxInodes,
 		watchers:  make(map[uint64]func(string)),
+		store:     newPageStore(),
 	}
 	if m.maxBytes <= 0 {
 		m.maxBytes = DefaultMemoryBytes
@@ -224,7 +231,7 @@ func (n *memNode) info(name string) FileInfo {
 		fi.Size = int64(len(n.target))
 	default:
 		fi.Size = n.size
-		fi.Blocks = int64(len(n.pages)) * (pageSize / 512)
+		fi.Blocks = n.pages * (pageSize / 512)
 	}
 	return fi
 }
@@ -282,9 +289,9 @@ func (m *Memory) maybeFree(n *memNode) {
 	if n.nlink > 0 || n.open > 0 {
 		return
 	}
-	m.usedBytes -= int64(len(n.pages))*pageSize + int64(len(n.target))
+	m.freeData(n)
+	m.usedBytes -= int64(len(n.target))
 	m.usedInodes--
-	n.pages = nil
 	n.children = nil
 }
 
@@ -391,16 +398,7 @@ func (m *Memory) open(ctx context.Context, p string, flags int, mode fs.FileMode
 // zeroing the tail of the last one. m.mu must be held.
 func (m *Memory) resize(n *memNode, size int64) {
 	if size < n.size {
-		last := size / pageSize
-		for i := range n.pages {
-			if i > last || (i == last && size%pageSize == 0) {
-				delete(n.pages, i)
-				m.usedBytes -= pageSize
-			}
-		}
-		if pg := n.pages[last]; pg != nil && size%pageSize != 0 {
-			clear(pg[size%pageSize:])
-		}
+		m.cutData(n, size)
 	}
 	n.size = size
 }
@@ -792,18 +790,10 @@ func (h *memHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 		return 0, io.EOF
 	}
 	want := min(int64(len(p)), n.size-off)
-	done := int64(0)
-	for done < want {
-		pos := off + done
-		idx, in := pos/pageSize, pos%pageSize
-		k := min(want-done, pageSize-in)
-		if pg := n.pages[idx]; pg != nil {
-			copy(p[done:done+k], pg[in:in+k])
-		} else {
-			clear(p[done : done+k])
-		}
-		done += k
+	if err := h.m.readData(n, p[:want], off); err != nil {
+		return 0, err
 	}
+	done := want
 	if done < int64(len(p)) {
 		return int(done), io.EOF
 	}
@@ -843,28 +833,8 @@ func (h *memHandle) writeAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off > math.MaxInt64-int64(len(p)) {
 		return 0, syscall.EFBIG
 	}
-	if n.pages == nil {
-		n.pages = make(map[int64]*[pageSize]byte)
-	}
-	done := int64(0)
-	var err error
-	for done < int64(len(p)) {
-		pos := off + done
-		idx, in := pos/pageSize, pos%pageSize
-		k := min(int64(len(p))-done, pageSize-in)
-		pg := n.pages[idx]
-		if pg == nil {
-			if m.usedBytes+pageSize > m.maxBytes {
-				err = syscall.ENOSPC
-				break
-			}
-			pg = new([pageSize]byte)
-			n.pages[idx] = pg
-			m.usedBytes += pageSize
-		}
-		copy(pg[in:in+k], p[done:done+k])
-		done += k
-	}
+	wrote, err := m.writeData(n, p, off)
+	done := int64(wrote)
 	if done > 0 {
 		n.size = max(n.size, off+done)
 		n.mtime = time.Now()
