@@ -44,6 +44,10 @@ const privatePrefix = "airlock-gvisor-"
 // and caches are charged with the sandbox's memory to the same cgroup.
 const sentryOverhead = 256 << 20
 
+// preparedRootIDs is how many ids, from 0, a sandbox with a prepared
+// root shares with the host: the ids of files an image may hold.
+const preparedRootIDs = 65536
+
 // hostTaskHeadroom is added to the pids limit for the host tasks of the
 // Sentry, its gofer and systrap's stub threads, which back the sandbox's
 // threads on the host: the limit itself is enforced inside the Sentry.
@@ -187,12 +191,9 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		}
 	}
 	var ids *specs.LinuxIDMapping
-	// With a prepared root (an image), which belongs to host root as
-	// images unpack, the sandbox's root must own its files: without an
-	// idmapped mount, which the Sentry's overlay does not take here
-	// (copying up a directory of it fails), the gofer keeps host root's
-	// ids. A prepared root holds none of the host's own files.
-	if os.Geteuid() == 0 && boot.Root.RootFS == "" {
+	switch {
+	case os.Geteuid() != 0:
+	case boot.Root.RootFS == "":
 		if s.ids, err = process.ReserveIDs(ctx, spec.ID); err != nil {
 			return nil, err
 		}
@@ -202,8 +203,18 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		if err := os.Chmod(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("open the sandbox's private directory to its ids: %w", err)
 		}
-	} else if os.Geteuid() == 0 {
-		s.notes = append(s.notes, "gvisor: with a prepared root (an image or --rootfs), the Sentry's file server keeps host root's ids: files of the root's directory that other host users own are open to root in the sandbox, where the process level hides them")
+	default:
+		// A prepared root (an image) belongs to host root as images
+		// unpack, and the sandbox's root must own its files; the
+		// Sentry's overlay does not take an idmapped mount here
+		// (copying up a directory of it fails). So the Sentry and its
+		// gofer run in a user namespace that maps ids 0 to 65535 to
+		// the host's same ids: host root's files are root's inside,
+		// and a file of any other host id (another user's, in a
+		// directory given as --rootfs) belongs to nobody there, its
+		// permission bits closing it to the gofer as the host's kernel
+		// checks them.
+		ids = &specs.LinuxIDMapping{ContainerID: 0, HostID: 0, Size: preparedRootIDs}
 	}
 	var shift vfsfuse.IDShift
 	if ids != nil {
@@ -324,6 +335,14 @@ func (s *Sandbox) Err() error {
 			case ws.Exited():
 				what = fmt.Sprintf("the sandbox's runsc exited with status %d", ws.ExitStatus())
 			}
+		}
+	}
+	if s.group != nil {
+		if ev, err := s.group.Events(); err == nil && ev.OOMKills > 0 {
+			// The Sentry holds, on its heap, the kernel memory the
+			// commands make it keep (pipe buffers, socket buffers, IPC
+			// objects), which no limit inside it counts.
+			what = fmt.Sprintf("%s: the host's memory cgroup killed it for memory: the sandbox reached its memory limit plus the %d MiB allowed gVisor's own kernel, counting the kernel memory its commands made that kernel hold (pipe and socket buffers, IPC objects); give it more --memory", what, sentryOverhead>>20)
 		}
 	}
 	if msg := s.stderr.String(); msg != "" {
