@@ -46,7 +46,9 @@ type MemoryOptions struct {
 // the tree stays usable. Files are sparse, and may have several names.
 // It holds FIFOs and sockets (Mknod), never devices.
 // Memory does not check permissions (the sandbox's kernel does), and
-// does not update access times on reads.
+// does not update access times on reads. On Linux the files' bytes are
+// in a memfd of the process that holds the provider (memory of its
+// kernel, charged to its cgroup), not in its Go heap.
 //
 // Memory implements Watcher: every change made with a context whose
 // Origin is not OriginSandbox is reported to watchers (see WithOrigin).
