@@ -124,11 +124,10 @@ func (c *sentryCgroups) usage() (agentproto.Usage, error) {
 }
 
 // watch kills the largest process of the memory group whenever the group
-// is over the limit, until ctx ends.
+// is over the limit, until ctx ends. It also removes, every
+// sentryIdlePoll and before it kills, the shared memory segments that
+// are attached no more (shmReaper).
 func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
-	if c.limit <= 0 {
-		return
-	}
 	t := time.NewTimer(sentryOOMPoll)
 	defer t.Stop()
 	// killed is the process last killed, until it is gone and the group
@@ -137,8 +136,16 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 	// parent does not reap holds nothing for long: after zombieGrace
 	// the group is read anyway.
 	var killed int
-	var killedAt time.Time
+	var killedAt, reaped time.Time
+	shm := newShmReaper()
 	step := func() time.Duration {
+		if time.Since(reaped) >= sentryIdlePoll {
+			shm.reap()
+			reaped = time.Now()
+		}
+		if c.limit <= 0 {
+			return sentryIdlePoll
+		}
 		if killed > 0 {
 			if st := c.state(killed); st != 0 && (st != 'Z' || time.Since(killedAt) < zombieGrace) {
 				return sentryOOMPoll
@@ -153,6 +160,11 @@ func (c *sentryCgroups) watch(ctx context.Context, log *slog.Logger) {
 		case int64(used) < c.limit/2:
 			return sentryIdlePoll
 		case int64(used) <= c.limit:
+			return sentryOOMPoll
+		case shm.reap() > 0:
+			// Detached segments held memory: look again before
+			// killing anything.
+			reaped = time.Now()
 			return sentryOOMPoll
 		}
 		if pid := c.largest(); pid > 0 && unix.Kill(pid, unix.SIGKILL) == nil {
