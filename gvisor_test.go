@@ -22,7 +22,6 @@ import (
 // cgroup. With AIRLOCK_REQUIRE_GVISOR set (make test), a machine
 // without runsc fails rather than skips.
 func TestGVisorLevel(t *testing.T) {
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	ctx := testCtx(t, 2*time.Minute)
 	cfg := airlock.Config{Isolation: airlock.IsolationGVisor, Resources: airlock.Resources{MemoryMB: 256}, PidsLimit: 64}
 	if isRoot() {

@@ -71,14 +71,6 @@ func testMain(m *testing.M) int {
 		agentPath = bins[0]
 		os.Setenv("AIRLOCK_AGENT", agentPath)
 	}
-	// The gvisor level is a preview, which every table of this
-	// package runs over as root; an unprivileged run keeps to the
-	// levels that are not previews.
-	if os.Getenv(envUnprivChild) == "" {
-		os.Setenv("AIRLOCK_GVISOR", "preview")
-	} else {
-		os.Unsetenv("AIRLOCK_GVISOR")
-	}
 	home, err := testbin.Dir("airlock-test-home-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)

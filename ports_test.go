@@ -347,7 +347,6 @@ func TestPortNeedsNetwork(t *testing.T) {
 		t.Errorf("Ports() = %+v", p)
 	}
 	// Where the boundary cannot run, that is what is said.
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
 	_, err = airlock.Create(ctx, airlock.Config{Isolation: airlock.IsolationGVisor, Ports: []airlock.PortMapping{{SandboxPort: 8000}}})
 	if !errors.Is(err, airlock.ErrUnavailable) || !strings.Contains(err.Error(), "AIRLOCK_RUNSC names /nonexistent/airlock-runsc") {

@@ -500,17 +500,6 @@ func runscCheck(lookPath func(string) (string, error)) Check {
 	return c
 }
 
-// previewCheck says whether the gvisor level, a preview, was asked for.
-func previewCheck() Check {
-	c := Check{Name: "gvisor preview"}
-	if err := gvisor.CheckPreview(); err != nil {
-		c.Status, c.Detail, c.Fix = Fail, err.Error(), "export "+gvisor.PreviewEnv+"=preview"
-		return c
-	}
-	c.Status, c.Detail = OK, gvisor.PreviewEnv+"=preview"
-	return c
-}
-
 // firecrackerCheck looks for Firecracker, which is optional: it is used
 // instead of QEMU only when KVM is usable.
 func firecrackerCheck(lookPath func(string) (string, error), kvm bool) Check {

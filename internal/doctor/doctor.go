@@ -160,7 +160,7 @@ func linuxLevels(ctx context.Context, o Options, h *host) []Level {
 		diskCheck(o.Root, h.uid, o.LookPath),
 	)
 
-	gvisor := []Check{previewCheck(), runscCheck(o.LookPath)}
+	gvisor := []Check{runscCheck(o.LookPath)}
 	gvisor = append(gvisor, userns...)
 	gvisor = append(gvisor, seccomp[0]) // runsc's systrap platform needs seccomp filters
 

@@ -411,15 +411,6 @@ func TestBinaryChecks(t *testing.T) {
 	if c := runscCheck(ownRunsc); c.Status != OK || c.Detail != "/opt/airlock/bin/airlock-runsc" {
 		t.Errorf("airlock-runsc on PATH: %+v", c)
 	}
-	// The gvisor level is a preview: doctor says how to ask for it.
-	t.Setenv("AIRLOCK_GVISOR", "")
-	if c := previewCheck(); c.Status != Fail || c.Fix != "export AIRLOCK_GVISOR=preview" {
-		t.Errorf("gvisor preview not asked for: %+v", c)
-	}
-	t.Setenv("AIRLOCK_GVISOR", "preview")
-	if c := previewCheck(); c.Status != OK {
-		t.Errorf("gvisor preview asked for: %+v", c)
-	}
 	// AIRLOCK_RUNSC, when set, is the only one looked at.
 	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
 	if c := runscCheck(ownRunsc); c.Status != Fail || !strings.Contains(c.Detail, "AIRLOCK_RUNSC names /nonexistent/airlock-runsc") {
@@ -469,7 +460,6 @@ func TestRunNilTryer(t *testing.T) {
 }
 
 func TestRunTryerResults(t *testing.T) {
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	var ok, bad, vm atomic.Int32
 	r := Run(context.Background(), Options{
 		Root:     fakeTree(t, goodTree()),
@@ -536,7 +526,6 @@ func TestRunWarningsStillTry(t *testing.T) {
 }
 
 func TestRunTryTimeoutAndPanic(t *testing.T) {
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	stuck := make(chan struct{})
 	defer close(stuck)
 	r := Run(context.Background(), Options{
@@ -583,7 +572,6 @@ func TestRunDarwin(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	files := goodTree()
 	files["proc/sys/kernel/apparmor_restrict_unprivileged_userns"] = "1\n"
 	var calls atomic.Int32

@@ -346,7 +346,6 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestCreateParams(t *testing.T) {
 	needAgent(t)
 	// A level that cannot run here is refused as unsupported.
-	t.Setenv("AIRLOCK_GVISOR", "preview")
 	t.Setenv("AIRLOCK_RUNSC", "/nonexistent/airlock-runsc")
 	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
 	// A network is tested in network_test.go: it needs root.

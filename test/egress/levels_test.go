@@ -39,10 +39,6 @@ func TestOtherLevels(t *testing.T) {
 	}
 	for _, lv := range []airlock.Isolation{airlock.IsolationGVisor, airlock.IsolationVM} {
 		t.Run(string(lv), func(t *testing.T) {
-			if lv == airlock.IsolationGVisor {
-				// A preview, which passes this suite.
-				t.Setenv("AIRLOCK_GVISOR", "preview")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv, Network: &policy.Config{}})

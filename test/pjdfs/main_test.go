@@ -41,8 +41,6 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "TestMain:", err)
 		return 2
 	}
-	// The gvisor level is a preview, which runs this suite.
-	os.Setenv("AIRLOCK_GVISOR", "preview")
 	os.Setenv("AIRLOCK_AGENT", built[0])
 	os.Setenv("AIRLOCK_HOME", home)
 	return m.Run()

@@ -13,8 +13,8 @@
 //
 // The vm level needs the guest kernel (`airlock kernel build`, or
 // AIRLOCK_KERNEL_CACHE naming a cache that holds it); the gvisor level
-// needs airlock-runsc (`make runsc`, or AIRLOCK_RUNSC), and is asked for
-// as the preview it is. See bench/README.md.
+// needs airlock-runsc (`make runsc`, or AIRLOCK_RUNSC). See
+// bench/README.md.
 package main
 
 import (
@@ -69,9 +69,6 @@ func main() {
 	var levels []airlock.Isolation
 	for _, l := range strings.Split(*levelsFl, ",") {
 		levels = append(levels, airlock.Isolation(strings.TrimSpace(l)))
-	}
-	if slices.Contains(levels, airlock.IsolationGVisor) {
-		os.Setenv(gvisor.PreviewEnv, "preview")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -101,9 +101,6 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := CheckPreview(); err != nil {
-		return nil, fmt.Errorf("%w: isolation \"gvisor\": %v", boundary.ErrUnavailable, err)
-	}
 	runsc, err := Find(exec.LookPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: isolation \"gvisor\" needs gVisor's runsc: %v; %s (run `airlock doctor` to see what this machine supports)", boundary.ErrUnavailable, err, RunscFix)

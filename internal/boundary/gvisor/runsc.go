@@ -47,16 +47,3 @@ func Find(lookPath func(string) (string, error)) (string, error) {
 	}
 	return "", ErrNoRunsc
 }
-
-// PreviewEnv must be "preview" for the gvisor level to start: until it
-// passes every suite the other levels pass, it is there only for those
-// who ask.
-const PreviewEnv = "AIRLOCK_GVISOR"
-
-// CheckPreview says whether the gvisor level was asked for.
-func CheckPreview() error {
-	if os.Getenv(PreviewEnv) == "preview" {
-		return nil
-	}
-	return fmt.Errorf("the gvisor level is a preview in this version: it runs the same agent, exec, files and the whole egress suite, but not yet every red-team and file-system test (see the README's \"The gvisor level\"); set %s=preview to use it", PreviewEnv)
-}
