@@ -389,18 +389,64 @@ func ConnectionOf(mount *os.File) (Connection, error) {
 	return Connection{Major: st.Dev_major, Minor: st.Dev_minor}, nil
 }
 
-// dir is the connection's directory among the kernel's (fusectl).
-func (c Connection) dir() string {
+// name is the connection's directory among the kernel's (fusectl).
+func (c Connection) name() string {
 	// The kernel names a connection by its internal device number
 	// (the minor in the low 20 bits), not stat's encoding of it.
-	return fmt.Sprintf("%s/%d", connectionsDir, uint64(c.Major)<<20|uint64(c.Minor))
+	return strconv.FormatUint(uint64(c.Major)<<20|uint64(c.Minor), 10)
 }
 
-// ConnectionsListed reports whether the kernel lists its FUSE
-// connections here (fusectl is mounted at /sys/fs/fuse/connections).
+// ConnectionsListed reports whether this process can reach the kernel's
+// list of FUSE connections: fusectl is mounted at
+// /sys/fs/fuse/connections, as systemd mounts it at boot, or this
+// process is root and mounts it where only it sees it
+// (withConnections).
 func ConnectionsListed() bool {
+	return hostListsConnections() || os.Geteuid() == 0
+}
+
+func hostListsConnections() bool {
 	var st unix.Statfs_t
 	return unix.Statfs(connectionsDir, &st) == nil && st.Type == fusectlMagic
+}
+
+// withConnections runs fn with a descriptor of the directory that
+// lists the kernel's FUSE connections. Where the host has not mounted
+// fusectl at connectionsDir (a machine without systemd, a container), a
+// root process makes a mount of it attached nowhere, for fn alone: the
+// host's mounts stay as they are.
+func withConnections(fn func(dir int) error) error {
+	if hostListsConnections() {
+		dir, err := unix.Open(connectionsDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("list the kernel's FUSE connections: %w", err)
+		}
+		defer unix.Close(dir)
+		return fn(dir)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the kernel's FUSE connections are not listed: fusectl is not mounted at %s (as root: mount -t fusectl fusectl %s)", connectionsDir, connectionsDir)
+	}
+	return privateConnections(fn)
+}
+
+// privateConnections runs fn with a mount of fusectl that is attached
+// nowhere.
+func privateConnections(fn func(dir int) error) error {
+	fs, err := unix.Fsopen("fusectl", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("list the kernel's FUSE connections: open fusectl: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("list the kernel's FUSE connections: make fusectl: %w", err)
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("list the kernel's FUSE connections: mount fusectl: %w", err)
+	}
+	defer unix.Close(m)
+	return fn(m)
 }
 
 // fusectlMagic is fusectl's file system type (FUSE_CTL_SUPER_MAGIC in
@@ -412,7 +458,8 @@ const fusectlMagic = 0x65735543
 // kernel's connections; an error if the kernel lists no such connection.
 func (c Connection) Owner() (uint32, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(c.dir(), &st); err != nil {
+	err := withConnections(func(dir int) error { return unix.Fstatat(dir, c.name(), &st, unix.AT_SYMLINK_NOFOLLOW) })
+	if err != nil {
 		return 0, fmt.Errorf("FUSE connection %d:%d: %w", c.Major, c.Minor, err)
 	}
 	return st.Uid, nil
@@ -423,15 +470,19 @@ func (c Connection) Owner() (uint32, error) {
 // later one fails with ENOTCONN; its server then stops. A process waits
 // for a request its server has read even when killed, so a sandbox's
 // teardown cannot otherwise count on its processes' end while a
-// provider takes its time. It needs fusectl mounted at
-// /sys/fs/fuse/connections, and to be root or the mount's owner.
+// provider takes its time. It needs root, or fusectl mounted at
+// /sys/fs/fuse/connections and to be the mount's owner.
 func (c Connection) Abort() error {
-	f, err := os.OpenFile(c.dir()+"/abort", os.O_WRONLY, 0)
+	err := withConnections(func(dir int) error {
+		fd, err := unix.Openat(dir, c.name()+"/abort", unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		_, err = unix.Write(fd, []byte("1"))
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("abort FUSE connection %d:%d: %w", c.Major, c.Minor, err)
-	}
-	defer f.Close()
-	if _, err := f.Write([]byte("1")); err != nil {
 		return fmt.Errorf("abort FUSE connection %d:%d: %w", c.Major, c.Minor, err)
 	}
 	return nil

@@ -223,6 +223,9 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		}
 		s.vfs = h
 		defer theirs.Close()
+		if !vfsfuse.ConnectionsListed() {
+			s.notes = append(s.notes, "programmable mounts: the kernel's FUSE connections are not listed (fusectl is not mounted at /sys/fs/fuse/connections), so closing the sandbox cannot fail a request its provider has not answered: a provider that never returns keeps the sandbox's processes, and Close, waiting; as root: mount -t fusectl fusectl /sys/fs/fuse/connections")
+		}
 		boot.Root.VFSChan = 3 + len(extra)
 		extra = append(extra, theirs)
 	}
