@@ -22,6 +22,13 @@ for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certifica
 	linux-source-6.1 bc bison flex libelf-dev xz-utils qemu-system-x86 cpio; do
 	have "$pkg" || need+=("$pkg")
 done
+# The kernel's list of FUSE connections (fusectl), which systemd mounts at
+# boot: an unprivileged supervisor aborts its programmable mounts'
+# connections through it when a sandbox ends (root needs none: it mounts
+# its own, attached nowhere).
+if [ "$(id -u)" -eq 0 ] && [ -d /sys/fs/fuse/connections ] && ! mountpoint -q /sys/fs/fuse/connections; then
+	mount -t fusectl fusectl /sys/fs/fuse/connections || echo "fusectl: could not be mounted at /sys/fs/fuse/connections" >&2
+fi
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi
