@@ -170,6 +170,7 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	spec, err := boundarySpec(id, &c, st)
 	if err != nil {
 		nw.close()
+		fsys.close()
 		return nil, err
 	}
 	if be.ServesMounts() {
@@ -183,6 +184,7 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 	b, err := be.Start(ctx, spec, boot)
 	if err != nil {
 		nw.close()
+		fsys.close()
 		return nil, fmt.Errorf("start %s sandbox: %w", c.Isolation, err)
 	}
 	s := &Sandbox{id: id, cfg: c, b: b, net: nw, vfs: fsys, log: c.Logger.With("sandbox", id), created: start, closed: make(chan struct{})}
@@ -191,6 +193,7 @@ func create(ctx context.Context, id string, c Config) (*Sandbox, error) {
 		s.closePorts()
 		b.Close()
 		nw.close()
+		fsys.close()
 		return nil, err
 	}
 	if err := s.handshake(ctx, boot); err != nil {
@@ -392,6 +395,11 @@ func (s *Sandbox) Close() error {
 			s.sess.Close()
 		}
 		s.closeErr = errors.Join(s.b.Close(), s.net.close())
+		// The boundary has stopped serving the mounts: what their
+		// providers hold can go.
+		if err := s.vfs.close(); err != nil {
+			s.log.Debug("release the programmable mounts' providers", "err", err)
+		}
 		s.cfg.image.release()
 		close(s.closed)
 		s.emit(Event{Type: EventLifecycle, Lifecycle: stopEvent(s.Err())})

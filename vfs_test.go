@@ -607,3 +607,40 @@ func TestVFSReadonlyPassthrough(t *testing.T) {
 		}
 	})
 }
+
+// The providers a sandbox makes from its config are released when it
+// closes: a real_fs mount's directory, also as an overlay's lower, is
+// no longer held open by this process.
+func TestVFSProvidersReleasedOnClose(t *testing.T) {
+	needFUSE(t)
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	a, b := t.TempDir(), t.TempDir()
+	sb, err := airlock.Create(ctx, airlock.Config{VFS: airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{
+		"/a": {Type: airlock.MountRealFS, HostPath: a},
+		"/b": {Type: airlock.MountOverlay, Upper: &airlock.MountSpec{Type: airlock.MountMemory}, Lower: &airlock.MountSpec{Type: airlock.MountRealFS, HostPath: b}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() []string {
+		var out []string
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && (l == a || l == b) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if h := held(); len(h) < 2 {
+		sb.Close()
+		t.Fatalf("the running sandbox's providers hold %q, want both directories", h)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h := held(); len(h) != 0 {
+		t.Errorf("after Close this process still holds %q", h)
+	}
+}

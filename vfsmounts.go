@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -39,19 +40,47 @@ type sandboxVFS struct {
 	// overStream: the agent mounts them, and the host serves them over
 	// its stream (startVFS); otherwise the boundary serves them.
 	overStream bool
+	// owned are the providers made from the config (not the caller's
+	// own), which the sandbox closes when it ends: a real_fs mount's
+	// directory descriptor, a memory mount's memfd.
+	owned []io.Closer
+}
+
+// close releases the providers the sandbox made. v may be nil.
+func (v *sandboxVFS) close() error {
+	if v == nil {
+		return nil
+	}
+	return closeAll(v.owned)
+}
+
+func closeAll(cs []io.Closer) error {
+	var errs []error
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("release a programmable mount's provider: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // buildVFS makes the providers c describes, and, with serveDirect (a
 // backend that cannot bind host directories), the direct mounts as
 // real_fs mounts. It returns nil when there is nothing to serve.
-func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool) (*sandboxVFS, error) {
+func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool) (_ *sandboxVFS, err error) {
+	var owned []io.Closer
+	defer func() {
+		if err != nil {
+			closeAll(owned)
+		}
+	}()
 	all := make(map[string]vfs.Provider, len(c.VFS.Mounts)+len(c.VFS.Providers))
 	watched := map[string]vfs.Watcher{}
 	var direct []string
 	if serveDirect {
 		for _, t := range sortedKeys(c.VFS.DirectMounts) {
 			d := c.VFS.DirectMounts[t]
-			p, err := MountSpec{Type: MountRealFS, HostPath: d.HostPath, Readonly: d.Readonly}.provider(0)
+			p, err := MountSpec{Type: MountRealFS, HostPath: d.HostPath, Readonly: d.Readonly}.provider(0, &owned)
 			if err != nil {
 				return nil, fmt.Errorf("vfs.direct_mounts[%s]: %w", t, err)
 			}
@@ -64,7 +93,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	}
 	for _, t := range sortedKeys(c.VFS.Mounts) {
 		spec := c.VFS.Mounts[t]
-		p, err := spec.provider(c.DiskMB << 20)
+		p, err := spec.provider(c.DiskMB<<20, &owned)
 		if err != nil {
 			return nil, fmt.Errorf("vfs.mounts[%s]: %w", t, err)
 		}
@@ -82,7 +111,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	if len(all) == 0 {
 		return nil, nil
 	}
-	v := &sandboxVFS{watched: watched, direct: directPaths{direct: direct, all: slices.Collect(maps.Keys(all))}, emit: emit}
+	v := &sandboxVFS{watched: watched, direct: directPaths{direct: direct, all: slices.Collect(maps.Keys(all))}, emit: emit, owned: owned}
 	targets := make([]string, 0, len(all))
 	for t := range all {
 		targets = append(targets, t)
@@ -237,8 +266,9 @@ func (v *sandboxVFS) event(e vfs.Event) {
 }
 
 // provider makes the provider m describes; memory mounts hold at most
-// defaultBytes unless they say.
-func (m MountSpec) provider(defaultBytes int64) (vfs.Provider, error) {
+// defaultBytes unless they say. Each provider it makes that holds
+// something to release is added to owned.
+func (m MountSpec) provider(defaultBytes int64, owned *[]io.Closer) (vfs.Provider, error) {
 	var p vfs.Provider
 	switch m.Type {
 	case MountMemory:
@@ -246,19 +276,24 @@ func (m MountSpec) provider(defaultBytes int64) (vfs.Provider, error) {
 		if size == 0 {
 			size = defaultBytes
 		}
-		p = vfs.NewMemory(vfs.MemoryOptions{MaxBytes: size})
+		mem := vfs.NewMemory(vfs.MemoryOptions{MaxBytes: size})
+		*owned = append(*owned, mem)
+		p = mem
 	case MountRealFS:
 		r, err := vfs.NewRealFS(m.HostPath)
 		if err != nil {
 			return nil, err
 		}
+		if c, ok := r.(io.Closer); ok {
+			*owned = append(*owned, c)
+		}
 		p = r
 	case MountOverlay:
-		upper, err := m.Upper.provider(defaultBytes)
+		upper, err := m.Upper.provider(defaultBytes, owned)
 		if err != nil {
 			return nil, fmt.Errorf("upper: %w", err)
 		}
-		lower, err := m.Lower.provider(defaultBytes)
+		lower, err := m.Lower.provider(defaultBytes, owned)
 		if err != nil {
 			return nil, fmt.Errorf("lower: %w", err)
 		}

@@ -36,6 +36,8 @@ type pageStore interface {
 	// punch makes [off, off+n) read as zeros and frees the pages it
 	// covers whole.
 	punch(off, n int64) error
+	// close frees everything the store holds; it is not used after.
+	close() error
 }
 
 // memChunk is one MiB of a file: where it lives in the store, and which
@@ -276,6 +278,11 @@ func (s *heapStore) WriteAt(p []byte, off int64) (int, error) {
 		done += k
 	}
 	return len(p), nil
+}
+
+func (s *heapStore) close() error {
+	clear(s.pages)
+	return nil
 }
 
 func (s *heapStore) punch(off, n int64) error {

@@ -63,6 +63,7 @@ type Memory struct {
 	// store holds the files' bytes (memdata.go); freeSlots are its
 	// chunks that files gave back, nextSlot the first never handed out.
 	store       pageStore
+	storeClosed bool
 	freeSlots   []int64
 	nextSlot    int64
 	watchMu     sync.Mutex
@@ -119,6 +120,20 @@ func NewMemory(opts MemoryOptions) *Memory {
 
 // permBits are the mode bits Chmod sets.
 const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// Close frees the files' bytes at once, where they would otherwise go
+// only once nothing refers to the provider any more (a memfd holds them
+// until the garbage collector closes it). The provider is not to be used
+// after: its files' reads and writes then fail.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.storeClosed {
+		return nil
+	}
+	m.storeClosed = true
+	return m.store.close()
+}
 
 // Usage returns the bytes and inodes in use, as counted against the
 // quotas.

@@ -24,6 +24,8 @@ func newPageStore() pageStore {
 	return memfdStore{os.NewFile(uintptr(fd), "airlock-vfs-memory")}
 }
 
+func (s memfdStore) close() error { return s.File.Close() }
+
 func (s memfdStore) punch(off, n int64) error {
 	if err := unix.Fallocate(int(s.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 		return fmt.Errorf("free memory provider pages: %w", err)
