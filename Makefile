@@ -129,7 +129,7 @@ kernel:
 	done
 
 unit:
-	$(GO) test -race -count=1 -timeout 35m ./...
+	$(GO) test -race -count=1 -timeout 50m ./...
 
 # The Python SDK's tests (Debian's python3-pytest) against bin/airlock. A run
 # in which no test passed fails (conftest.py), as does pytest's own exit 5
