@@ -30,6 +30,14 @@ func commonError(ctx context.Context, e *sandboxEntry, err error) *api.Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	// A crash says more than the cancellation it causes: a supervisor
+	// ends its control sessions when its sandbox stops, and that may
+	// cancel a request before its own read of the dead channel fails.
+	if e != nil && stopped(e.sb) {
+		if _, crashed := errors.AsType[*airlock.CrashError](e.sb.Err()); crashed {
+			return notRunning(e.sb)
+		}
+	}
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		cause := context.Cause(ctx)
 		if cause == nil {
