@@ -53,3 +53,14 @@ func TestOtherLevels(t *testing.T) {
 		})
 	}
 }
+
+// patience is how many times longer than at the process level this
+// run's commands may take: a vm sandbox's CPU is emulated here, and
+// several of them at once, beside the other packages' tests, run many
+// times slower.
+func patience() time.Duration {
+	if level() == airlock.IsolationVM {
+		return 3
+	}
+	return 1
+}

@@ -135,7 +135,7 @@ func eventList(evs []airlock.NetworkEvent) string {
 // sh runs a shell command line in sb and returns its result.
 func sh(t *testing.T, sb *airlock.Sandbox, command string) *airlock.ExecResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience()*60*time.Second)
 	defer cancel()
 	res, err := sb.Exec(ctx, command)
 	if err != nil {

@@ -54,7 +54,7 @@ func TestPolicyScriptMemoryBounded(t *testing.T) {
 		sbs = append(sbs, e.box(t, n))
 	}
 	requests := func(sb *airlock.Sandbox) {
-		out := ok(t, sb, "for i in $(seq "+strconv.Itoa(perSandbox)+"); do curl -sS -o /dev/null -w '%{http_code}\\n' --max-time 60 https://api.example.com/echo 2>&1 & done; wait")
+		out := ok(t, sb, "for i in $(seq "+strconv.Itoa(perSandbox)+"); do curl -sS -o /dev/null -w '%{http_code}\\n' --max-time "+strconv.Itoa(int(patience())*50)+" https://api.example.com/echo 2>&1 & done; wait")
 		if got := strings.Count(out, "403"); got != perSandbox {
 			t.Errorf("statuses:\n%s\nwant %d times 403", out, perSandbox)
 		}
