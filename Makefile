@@ -14,7 +14,7 @@ RUNSC_MOD      := cmd/airlock-runsc
 GVISOR_VERSION  = $(shell $(GO) list -m -f '{{.Version}}' gvisor.dev/gvisor)
 RUNSC_LDFLAGS   = -s -w -X gvisor.dev/gvisor/runsc/version.version=$(GVISOR_VERSION)
 
-.PHONY: all build runsc runsc-cached runsc-version deps demo test lint vet cross fmt-check staticcheck images kernel unit python-sdk ts-sdk fuzz bench clean install
+.PHONY: all build shim runsc runsc-cached runsc-version deps demo test lint vet cross fmt-check staticcheck images kernel unit python-sdk ts-sdk fuzz bench clean install
 
 all: build
 
@@ -24,6 +24,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/airlock ./cmd/airlock
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/airlock-guest ./cmd/airlock-guest
+
+# airlock's containerd shim, for Kubernetes nodes (see the README's
+# "Kubernetes"): apart from build, since it links containerd's libraries.
+shim:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/containerd-shim-airlock-v2 ./cmd/containerd-shim-airlock-v2
 
 # gVisor's runsc as airlock-runsc, a companion binary that airlock finds
 # beside itself: runsc from the gvisor.dev/gvisor version that go.mod pins,
@@ -183,6 +188,7 @@ fuzz:
 	$(call fuzz1,FuzzProviders,1000,./vfs,-fuzzminimizetime 10x)
 	$(call fuzz1,FuzzDecodeRequest,50000,./internal/vfsproto)
 	$(call fuzz1,FuzzServe,10000,./internal/vfsproto,-fuzzminimizetime 10x)
+	$(call fuzz1,FuzzSandboxConfig,5000,./internal/ctrshim,-fuzzminimizetime 10x)
 
 bench: build
 	$(GO) run ./bench/cmd/airlock-bench -agent $(BIN)/airlock-guest
@@ -198,7 +204,7 @@ dist: runsc-version
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	set -e; for arch in $(DIST_ARCHS); do \
 		name=airlock-$(VERSION)-linux-$$arch; d=$(DIST)/$$name; mkdir -p $$d; \
-		for cmd in airlock airlock-guest; do \
+		for cmd in airlock airlock-guest containerd-shim-airlock-v2; do \
 			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/$$cmd ./cmd/$$cmd; \
 		done; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) -C $(RUNSC_MOD) build -trimpath -ldflags '$(RUNSC_LDFLAGS)' -o $(CURDIR)/$$d/airlock-runsc .; \

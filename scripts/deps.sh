@@ -13,13 +13,15 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # make and perl build and run pjdfstest (test/pjdfs). python3-pytest: the
 # Python SDK's tests (make python-sdk). linux-source-6.1, bc, bison,
 # flex, libelf-dev and xz-utils: the vm boundary's guest kernel (make
-# kernel); qemu-system-x86 and cpio: its boot test.
+# kernel); qemu-system-x86 and cpio: its boot test. containerd (with
+# runc): the containerd shim's tests (test/containerd).
 for pkg in python3 curl openssl iproute2 util-linux passwd make git ca-certificates bubblewrap erofs-utils busybox-static \
 	docker-registry apache2-utils skopeo \
 	mmdebstrap debian-archive-keyring gpg \
 	uidmap autoconf automake gcc libc6-dev perl \
 	python3-pytest \
-	linux-source-6.1 bc bison flex libelf-dev xz-utils qemu-system-x86 cpio; do
+	linux-source-6.1 bc bison flex libelf-dev xz-utils qemu-system-x86 cpio \
+	containerd; do
 	have "$pkg" || need+=("$pkg")
 done
 # The kernel's list of FUSE connections (fusectl), which systemd mounts at
@@ -44,4 +46,8 @@ apt-get install -y -qq --no-install-recommends "${need[@]}"
 # own: the service the package starts is not wanted.
 if printf '%s\n' "${need[@]}" | grep -qx docker-registry && [ -d /run/systemd/system ]; then
 	systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi
+# Nor containerd's: the tests start their own, on a private socket.
+if printf '%s\n' "${need[@]}" | grep -qx containerd && [ -d /run/systemd/system ]; then
+	systemctl disable --now containerd >/dev/null 2>&1 || true
 fi

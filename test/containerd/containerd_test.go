@@ -1,0 +1,504 @@
+//go:build linux
+
+package containerd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/ctrshim"
+	"github.com/airlock-sandbox/airlock/internal/testbin"
+)
+
+// testImage is the image the tests import: busybox's applets.
+const testImage = "airlock.test/busybox:latest"
+
+// daemon is a containerd of the test's own.
+type daemon struct {
+	t       *testing.T
+	address string
+	// eventLog is the shim's node event log.
+	eventLog string
+	env      []string
+	log      *bytes.Buffer
+}
+
+// startContainerd starts Debian's containerd on a private socket, root
+// and state directory, with the shim first on its PATH, and imports the
+// test image. It stops when the test ends.
+func startContainerd(t *testing.T) *daemon {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containerd runs as root")
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Fatalf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %v", err)
+	}
+	dir := t.TempDir()
+	d := &daemon{t: t, address: filepath.Join(dir, "containerd.sock"), log: &bytes.Buffer{}}
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.address, d.address+".ttrpc")
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.env = append(os.Environ(),
+		"PATH="+bins.dir+":"+os.Getenv("PATH"),
+		"AIRLOCK_AGENT="+bins.agent,
+		"AIRLOCK_HOME="+filepath.Join(dir, "airlock"),
+		"AIRLOCK_SHIM_CONFIG="+filepath.Join(dir, "shim.json"),
+	)
+	d.eventLog = filepath.Join(dir, "events.jsonl")
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte(nodeSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shimConfig := fmt.Sprintf(`{"event_log": %q, "secrets": {"api": {"file": %q, "hosts": ["api.example.com"]}}}`, d.eventLog, secret)
+	if err := os.WriteFile(filepath.Join(dir, "shim.json"), []byte(shimConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfgPath)
+	cmd.Env = d.env
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("containerd's log:\n%s", tail(d.log.String(), 8000))
+		}
+	})
+	if !testbin.WaitFor(30*time.Second, func() bool {
+		_, err := d.ctrErr("version")
+		return err == nil
+	}) {
+		t.Fatalf("containerd did not answer on %s", d.address)
+	}
+	img, err := testbin.BusyboxImage(v1.Config{Cmd: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "image.tar")
+	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d.ctr("image", "import", tarPath)
+	return d
+}
+
+// nodeSecret is the value of the node's secret "api".
+const nodeSecret = "sk-node-secret-4f9a"
+
+// ctrErr runs ctr against the daemon.
+func (d *daemon) ctrErr(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", d.address}, args...)...)
+	cmd.Env = d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ctr runs ctr and fails the test unless it succeeds.
+func (d *daemon) ctr(args ...string) string {
+	d.t.Helper()
+	out, err := d.ctrErr(args...)
+	if err != nil {
+		d.t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "...\n" + s[len(s)-n:]
+}
+
+// TestRun runs a container to its end, at each isolation level that
+// works here (airlock.dev/isolation), and at the process level from each
+// snapshotter's root: its output and exit code come back through
+// containerd, the node's event log has the sandbox's events, and nothing
+// is left behind. From the native snapshotter (a plain directory) the
+// sandbox maps a range of ids of its own; from overlayfs's (an overlay
+// mount, which the kernel cannot idmap) it runs with one uid, and says
+// so.
+func TestRun(t *testing.T) {
+	d := startContainerd(t)
+	type run struct {
+		level airlock.Isolation
+		snap  string
+	}
+	runs := []run{{airlock.IsolationProcess, "native"}, {airlock.IsolationProcess, "overlayfs"}, {airlock.IsolationGVisor, "native"}, {airlock.IsolationVM, "native"}}
+	for i, r := range runs {
+		t.Run(string(r.level)+"/"+r.snap, func(t *testing.T) {
+			if why := unavailable(r.level); why != "" {
+				t.Skip(why)
+			}
+			id := "run" + strconv.Itoa(i)
+			out, err := d.ctrErr("run", "--rm", "--snapshotter", r.snap, "--runtime", ctrshim.RuntimeName,
+				"--annotation", ctrshim.AnnotationIsolation+"="+string(r.level), testImage, id,
+				"sh", "-c", "echo hello from $(hostname); cat /proc/self/uid_map; exit 7")
+			if code := exitCode(err); code != 7 {
+				t.Fatalf("ctr run: exit %d (%v), want 7\n%s", code, err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 || lines[0] != "hello from "+ctrshim.SandboxID(id) {
+				t.Fatalf("ctr run printed %q", out)
+			}
+			uidMap := strings.Fields(lines[1])
+			if r.snap == "native" && r.level == airlock.IsolationProcess && (len(uidMap) != 3 || uidMap[1] == "0" || uidMap[2] != "65536") {
+				t.Errorf("the sandbox's uid map is %q, want 65536 ids of its own", lines[1])
+			}
+			d.checkNothingLeft(t, id)
+			events := d.events(id)
+			for _, want := range []string{`"state":"started"`, `"type":"exec"`, `"state":"stopped"`} {
+				if !strings.Contains(events, want) {
+					t.Errorf("the event log has no %s for %s:\n%s", want, id, events)
+				}
+			}
+			if r.level == airlock.IsolationProcess {
+				if noted := strings.Contains(events, `"type":"confinement_note"`); noted != (r.snap == "overlayfs") {
+					t.Errorf("confinement noted in the event log: %v, want %v:\n%s", noted, r.snap == "overlayfs", events)
+				}
+			}
+		})
+	}
+}
+
+// unavailable says why sandboxes of level lv cannot run here, or "".
+func unavailable(lv airlock.Isolation) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+	if err != nil {
+		return err.Error()
+	}
+	sb.Close()
+	return ""
+}
+
+// events are the lines of the node's event log about task id.
+func (d *daemon) events(id string) string {
+	b, _ := os.ReadFile(d.eventLog)
+	var out []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.Contains(line, `"task":"`+id+`"`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// TestTaskLifecycle drives a detached task as a user of ctr does: an
+// exec's output and exit code, ps, a signal the process handles, kill,
+// delete; then nothing of it is left.
+func TestTaskLifecycle(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t2", "sh", "-c", "trap 'echo got TERM > /tmp/term; exit 42' TERM; while :; do sleep 1; done")
+
+	out, err := d.ctrErr("task", "exec", "--exec-id", "e1", "t2", "sh", "-c", "echo in exec; id -u; exit 3")
+	if code := exitCode(err); code != 3 {
+		t.Fatalf("ctr task exec: exit %d (%v), want 3\n%s", code, err, out)
+	}
+	if out != "in exec\n0\n" {
+		t.Errorf("ctr task exec printed %q, want %q", out, "in exec\n0\n")
+	}
+	if ps := d.ctr("task", "ps", "t2"); len(strings.Fields(ps)) < 3 {
+		t.Errorf("ctr task ps lists no process:\n%s", ps)
+	}
+	if ls := d.ctr("task", "ls"); !strings.Contains(ls, "t2") || !strings.Contains(ls, "RUNNING") {
+		t.Errorf("ctr task ls:\n%s", ls)
+	}
+
+	// SIGTERM reaches the process, which handles it.
+	d.ctr("task", "kill", "-s", "SIGTERM", "t2")
+	if !testbin.WaitFor(30*time.Second, func() bool { return strings.Contains(d.ctr("task", "ls"), "STOPPED") }) {
+		t.Fatalf("the task did not stop on SIGTERM:\n%s", d.ctr("task", "ls"))
+	}
+	del := d.ctr("task", "delete", "t2")
+	if !strings.Contains(del, "42") {
+		t.Errorf("ctr task delete: %q, want the exit status 42", del)
+	}
+	d.ctr("container", "rm", "t2")
+	d.checkNothingLeft(t, "t2")
+}
+
+// TestKill kills a task that ignores SIGTERM.
+func TestKill(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t3", "sh", "-c", "trap '' TERM; sleep 300 & wait")
+	d.ctr("task", "kill", "-s", "SIGKILL", "t3")
+	if !testbin.WaitFor(30*time.Second, func() bool { return strings.Contains(d.ctr("task", "ls"), "STOPPED") }) {
+		t.Fatalf("the task did not stop on SIGKILL:\n%s", d.ctr("task", "ls"))
+	}
+	if del := d.ctr("task", "delete", "t3"); !strings.Contains(del, "137") {
+		t.Errorf("ctr task delete: %q, want the exit status 137", del)
+	}
+	d.ctr("container", "rm", "t3")
+	d.checkNothingLeft(t, "t3")
+}
+
+// TestMemoryLimit holds a container to the spec's memory limit: a
+// process that takes more is killed.
+func TestMemoryLimit(t *testing.T) {
+	d := startContainerd(t)
+	out, err := d.ctrErr("run", "--rm", "--runtime", ctrshim.RuntimeName, "--memory-limit", strconv.Itoa(64<<20), testImage, "t4",
+		"sh", "-c", "x=$(busybox head -c 200000000 /dev/zero | busybox tr '\\0' a); echo survived ${#x}")
+	if code := exitCode(err); code == 0 || strings.Contains(out, "survived") {
+		t.Fatalf("200 MB in a 64 MiB container: exit %d: %s", code, out)
+	}
+	// The same in a container without the limit lives.
+	out = d.ctr("run", "--rm", "--runtime", ctrshim.RuntimeName, testImage, "t5",
+		"sh", "-c", "x=$(busybox head -c 100000000 /dev/zero | busybox tr '\\0' a); echo survived ${#x}")
+	if !strings.Contains(out, "survived 100000000") {
+		t.Errorf("100 MB without a limit: %q", out)
+	}
+}
+
+// TestBindMount gives a container a host directory, read-write and
+// read-only, as ctr run --mount does.
+func TestBindMount(t *testing.T) {
+	d := startContainerd(t)
+	rw, ro := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "given"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{rw, ro} {
+		os.Chmod(dir, 0o777)
+	}
+	out, err := d.ctrErr("run", "--rm", "--runtime", ctrshim.RuntimeName,
+		"--mount", "type=bind,src="+rw+",dst=/rw,options=rbind:rw",
+		"--mount", "type=bind,src="+ro+",dst=/ro,options=rbind:ro",
+		testImage, "t6", "sh", "-c", "cat /ro/given; echo written > /rw/out; echo x > /ro/no && echo wrote-ro")
+	if err == nil || strings.Contains(out, "wrote-ro") {
+		t.Errorf("a write to the read-only mount succeeded: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "from the host") {
+		t.Errorf("the read-only mount's file: %q", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "out")); err != nil || string(b) != "written\n" {
+		t.Errorf("the read-write mount: %q, %v", b, err)
+	}
+}
+
+// checkNothingLeft says what task id left behind: a running shim, a
+// mount of its root, an airlock sandbox's cgroup.
+func (d *daemon) checkNothingLeft(t *testing.T, id string) {
+	t.Helper()
+	sb := ctrshim.SandboxID(id)
+	if !testbin.WaitFor(10*time.Second, func() bool { return len(leftBehind(id, sb)) == 0 }) {
+		t.Errorf("task %s left behind: %v", id, leftBehind(id, sb))
+	}
+}
+
+func leftBehind(id, sb string) []string {
+	var left []string
+	procs, _ := testbin.HostProcs()
+	for pid, cmdline := range procs {
+		if strings.Contains(cmdline, "containerd-shim-airlock-v2") && strings.Contains(cmdline, "-id\x00"+id+"\x00") {
+			left = append(left, fmt.Sprintf("shim process %d", pid))
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "/"+id+"/rootfs") {
+				left = append(left, "mount: "+line)
+			}
+		}
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
+		matches, _ := filepath.Glob(filepath.Join(root, "airlock*", "*"+sb+"*"))
+		for _, m := range matches {
+			left = append(left, "cgroup "+m)
+		}
+	}
+	return left
+}
+
+// TestTTY runs a container on a terminal, as ctr run -t does from one:
+// the process sees a terminal of the client's size.
+func TestTTY(t *testing.T) {
+	d := startContainerd(t)
+	cmd := exec.Command("ctr", "--address", d.address, "run", "-t", "--rm", "--runtime", ctrshim.RuntimeName, testImage, "t7",
+		"sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; busybox stty size")
+	cmd.Env = d.env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 33, Cols: 101})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, f); close(copied) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("ctr run -t did not end; it printed %q", out.String())
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	if err != nil {
+		t.Fatalf("ctr run -t: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "on-a-tty") || !strings.Contains(s, "33 101") {
+		t.Errorf("ctr run -t printed %q, want on-a-tty and the size 33 101", s)
+	}
+}
+
+// TestShimKilled kills the shim of a running task with SIGKILL:
+// containerd sees the task end and cleans up through the shim's delete,
+// and nothing of the sandbox stays: no process, mount or cgroup.
+func TestShimKilled(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t8", "sleep", "300")
+	procs, err := testbin.HostProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shimPid := 0
+	for pid, cmdline := range procs {
+		if strings.Contains(cmdline, "containerd-shim-airlock-v2") && strings.Contains(cmdline, "-id\x00t8\x00") {
+			shimPid = pid
+		}
+	}
+	if shimPid == 0 {
+		t.Fatal("no shim process for t8")
+	}
+	// What is left behind is seen while it runs: the check can fail.
+	sb := ctrshim.SandboxID("t8")
+	if running := leftBehind("t8", sb); !slices.ContainsFunc(running, func(s string) bool { return strings.Contains(s, "cgroup") }) ||
+		!slices.ContainsFunc(running, func(s string) bool { return strings.HasPrefix(s, "mount") }) {
+		t.Fatalf("a running task's sandbox shows no cgroup and no mount of its root: %v", running)
+	}
+	agents := childrenOf(procs, shimPid)
+	if len(agents) == 0 {
+		t.Fatalf("the shim %d has no child: where does the sandbox run?", shimPid)
+	}
+	if err := syscall.Kill(shimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !testbin.WaitFor(time.Minute, func() bool {
+		out, _ := d.ctrErr("task", "ls")
+		return !strings.Contains(out, "RUNNING")
+	}) {
+		t.Fatalf("containerd still lists the task as running:\n%s", d.ctr("task", "ls"))
+	}
+	if !testbin.WaitFor(30*time.Second, func() bool {
+		for _, pid := range agents {
+			if testbin.Alive(pid) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Errorf("the sandbox's processes %v outlived their shim", agents)
+	}
+	d.ctrErr("task", "delete", "t8")
+	d.ctr("container", "rm", "t8")
+	d.checkNothingLeft(t, "t8")
+}
+
+// childrenOf lists the descendants of pid among procs.
+func childrenOf(procs map[int]string, pid int) []int {
+	var out []int
+	for p := range procs {
+		for q := p; q > 1; {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", q))
+			if err != nil {
+				break
+			}
+			// The parent is the second field after the command's ")".
+			fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+			if len(fields) < 2 {
+				break
+			}
+			q, _ = strconv.Atoi(fields[1])
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestSecretsFromTheNode gives a container the node's secret by name: the
+// process sees a placeholder, never the value.
+func TestSecretsFromTheNode(t *testing.T) {
+	d := startContainerd(t)
+	out := d.ctr("run", "--rm", "--runtime", ctrshim.RuntimeName, "--annotation", ctrshim.AnnotationSecrets+"=API_KEY=api",
+		testImage, "s1", "sh", "-c", "echo key=$API_KEY")
+	if strings.Contains(out, nodeSecret) || strings.TrimSpace(out) == "key=" || !strings.HasPrefix(out, "key=") {
+		t.Errorf("the container sees %q: want a placeholder, not the value nor nothing", out)
+	}
+	// A secret the node does not have, and one given in the spec, are
+	// refused before anything runs.
+	for _, annotation := range []string{
+		ctrshim.AnnotationSecrets + "=API_KEY=other",
+		ctrshim.AnnotationNetwork + `={"secrets": {"K": {"value": "v", "hosts": ["evil.example"]}}}`,
+	} {
+		out, err := d.ctrErr("run", "--rm", "--runtime", ctrshim.RuntimeName, "--annotation", annotation, testImage, "s2", "sh", "-c", "echo ran")
+		if err == nil || strings.Contains(out, "ran\n") {
+			t.Errorf("%s: the container ran: %v\n%s", annotation, err, out)
+		}
+		d.ctrErr("container", "rm", "s2")
+	}
+}
+
+// TestPodContainersRefused: the containers of a Kubernetes pod are
+// refused, saying why, until a pod can be one sandbox.
+func TestPodContainersRefused(t *testing.T) {
+	d := startContainerd(t)
+	out, err := d.ctrErr("run", "--rm", "--runtime", ctrshim.RuntimeName, "--annotation", "io.kubernetes.cri.container-type=sandbox", testImage, "p1", "sh", "-c", "echo ran")
+	if err == nil || !strings.Contains(out, "not yet the containers of a Kubernetes pod") {
+		t.Errorf("a pod's sandbox container: %v\n%s", err, out)
+	}
+}
