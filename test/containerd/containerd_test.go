@@ -18,9 +18,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/ctrshim"
@@ -32,48 +30,23 @@ const testImage = "airlock.test/busybox:latest"
 
 // daemon is a containerd of the test's own.
 type daemon struct {
-	t       *testing.T
-	address string
+	*testbin.Containerd
+	t *testing.T
 	// eventLog is the shim's node event log.
 	eventLog string
-	env      []string
-	log      *bytes.Buffer
 }
 
 // startContainerd starts Debian's containerd on a private socket, root
-// and state directory, with the shim first on its PATH, and imports the
-// test image. It stops when the test ends.
+// and state directory, with the shim first on its PATH and a node
+// configuration of the test's, and imports the test image. It stops
+// when the test ends.
 func startContainerd(t *testing.T) *daemon {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("containerd runs as root")
 	}
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		t.Fatalf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %v", err)
-	}
 	dir := t.TempDir()
-	d := &daemon{t: t, address: filepath.Join(dir, "containerd.sock"), log: &bytes.Buffer{}}
-	config := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.address, d.address+".ttrpc")
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.env = append(os.Environ(),
-		"PATH="+bins.dir+":"+os.Getenv("PATH"),
-		"AIRLOCK_AGENT="+bins.agent,
-		"AIRLOCK_HOME="+filepath.Join(dir, "airlock"),
-		"AIRLOCK_SHIM_CONFIG="+filepath.Join(dir, "shim.json"),
-	)
-	d.eventLog = filepath.Join(dir, "events.jsonl")
+	d := &daemon{t: t, eventLog: filepath.Join(dir, "events.jsonl")}
 	secret := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secret, []byte(nodeSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,38 +55,25 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if err := os.WriteFile(filepath.Join(dir, "shim.json"), []byte(shimConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", cfgPath)
-	cmd.Env = d.env
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	if err := cmd.Start(); err != nil {
+	c, err := testbin.StartContainerd(dir,
+		"PATH="+bins.dir+":"+os.Getenv("PATH"),
+		"AIRLOCK_AGENT="+bins.agent,
+		"AIRLOCK_HOME="+filepath.Join(dir, "airlock"),
+		"AIRLOCK_SHIM_CONFIG="+filepath.Join(dir, "shim.json"),
+	)
+	if err != nil {
 		t.Fatal(err)
 	}
+	d.Containerd = c
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		c.Stop()
 		if t.Failed() {
-			t.Logf("containerd's log:\n%s", tail(d.log.String(), 8000))
+			t.Logf("containerd's log:\n%s", tail(c.Log(), 8000))
 		}
 	})
-	if !testbin.WaitFor(30*time.Second, func() bool {
-		_, err := d.ctrErr("version")
-		return err == nil
-	}) {
-		t.Fatalf("containerd did not answer on %s", d.address)
-	}
-	img, err := testbin.BusyboxImage(v1.Config{Cmd: []string{"sh"}})
-	if err != nil {
+	if err := c.ImportBusybox(dir, testImage, v1.Config{Cmd: []string{"sh"}}); err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag(testImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tarPath := filepath.Join(dir, "image.tar")
-	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	d.ctr("image", "import", tarPath)
 	return d
 }
 
@@ -122,12 +82,7 @@ const nodeSecret = "sk-node-secret-4f9a"
 
 // ctrErr runs ctr against the daemon.
 func (d *daemon) ctrErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", d.address}, args...)...)
-	cmd.Env = d.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return d.Ctr(context.Background(), args...)
 }
 
 // ctr runs ctr and fails the test unless it succeeds.
@@ -362,9 +317,9 @@ func leftBehind(id, sb string) []string {
 // the process sees a terminal of the client's size.
 func TestTTY(t *testing.T) {
 	d := startContainerd(t)
-	cmd := exec.Command("ctr", "--address", d.address, "run", "-t", "--rm", "--runtime", ctrshim.RuntimeName, testImage, "t7",
+	cmd := exec.Command("ctr", "--address", d.Address, "run", "-t", "--rm", "--runtime", ctrshim.RuntimeName, testImage, "t7",
 		"sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; busybox stty size")
-	cmd.Env = d.env
+	cmd.Env = d.Env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 33, Cols: 101})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,122 @@
+package testbin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Containerd is a containerd of a test's or a benchmark's own: Debian's,
+// on a private socket, root and state directory, with the CRI plugin
+// off.
+type Containerd struct {
+	// Address is its socket.
+	Address string
+	// Env is its environment, and ctr's.
+	Env []string
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	log bytes.Buffer
+}
+
+// StartContainerd starts containerd with its state in the new folder
+// dir, and env added to its environment (the shim's PATH, airlock's
+// variables), and waits until it answers.
+func StartContainerd(dir string, env ...string) (*Containerd, error) {
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		return nil, fmt.Errorf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %w", err)
+	}
+	c := &Containerd{Address: filepath.Join(dir, "containerd.sock")}
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	c.Env = append(os.Environ(), env...)
+	c.cmd = exec.Command(bin, "--config", cfgPath)
+	c.cmd.Env = c.Env
+	c.cmd.Stdout, c.cmd.Stderr = (*lockedWriter)(c), (*lockedWriter)(c)
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	if !WaitFor(30*time.Second, func() bool {
+		_, err := c.Ctr(context.Background(), "version")
+		return err == nil
+	}) {
+		c.Stop()
+		return nil, fmt.Errorf("containerd did not answer on %s:\n%s", c.Address, c.Log())
+	}
+	return c, nil
+}
+
+type lockedWriter Containerd
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.log.Write(b)
+}
+
+// Log is what containerd, and the shims it ran, printed.
+func (c *Containerd) Log() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log.String()
+}
+
+// Stop stops containerd.
+func (c *Containerd) Stop() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// Ctr runs ctr against this containerd, for at most three minutes, and
+// returns its output.
+func (c *Containerd) Ctr(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Address}, args...)...)
+	cmd.Env = c.Env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ImportBusybox imports a BusyboxImage with cfg as ref, through a
+// docker-save tarball in dir.
+func (c *Containerd) ImportBusybox(dir, ref string, cfg v1.Config) error {
+	img, err := BusyboxImage(cfg)
+	if err != nil {
+		return err
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	tarPath := filepath.Join(dir, "image.tar")
+	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+		return err
+	}
+	if out, err := c.Ctr(context.Background(), "image", "import", tarPath); err != nil {
+		return errors.Join(fmt.Errorf("ctr image import: %w", err), errors.New(out))
+	}
+	return nil
+}
