@@ -71,6 +71,11 @@ func (s *Service) onEvent(task string) func(airlock.Event) {
 		if s.events != nil {
 			s.events.write(task, e)
 		}
+		// containerd's log shows the shim's: why a sandbox ended under
+		// its task is worth a line there.
+		if l := e.Lifecycle; l != nil && l.State == "crashed" {
+			s.log.Warn("the task's sandbox crashed", "task", task, "reason", l.Reason)
+		}
 		if e.Exec != nil && e.Exec.KilledBy == string(airlock.KilledByOOM) {
 			go s.publish(s.ctx, runtime.TaskOOMEventTopic, &eventstypes.TaskOOM{ContainerID: task})
 		}

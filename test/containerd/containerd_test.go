@@ -69,6 +69,9 @@ func startContainerd(t *testing.T) *daemon {
 		c.Stop()
 		if t.Failed() {
 			t.Logf("containerd's log:\n%s", tail(c.Log(), 8000))
+			if b, err := os.ReadFile(d.eventLog); err == nil {
+				t.Logf("the shim's event log:\n%s", tail(string(b), 8000))
+			}
 		}
 	})
 	if err := c.ImportBusybox(dir, testImage, v1.Config{Cmd: []string{"sh"}}); err != nil {
