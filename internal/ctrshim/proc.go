@@ -74,12 +74,10 @@ func (p *proc) start(ctx context.Context) error {
 	proc, err := p.c.sb.Start(ctx, cmd)
 	if err != nil {
 		o.close()
-		var se *airlock.StartError
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*airlock.StartError](err); ok {
 			// As runc does: the process could not be executed, and the
 			// task ends here with the shell's code for it.
 			p.finish(uint32(se.ExitCode()))
-			return fmt.Errorf("start %s: %w", p.describe(), err)
 		}
 		return fmt.Errorf("start %s: %w", p.describe(), err)
 	}

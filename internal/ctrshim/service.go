@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -239,7 +240,7 @@ var errPods = fmt.Errorf("the airlock shim runs standalone containers (ctr run, 
 // network is airlock's, with its own resolver.
 func directMounts(cfg *airlock.Config, s *specs.Spec) error {
 	for _, m := range s.Mounts {
-		if m.Type != "bind" && !hasOption(m.Options, "bind") && !hasOption(m.Options, "rbind") {
+		if m.Type != "bind" && !slices.Contains(m.Options, "bind") && !slices.Contains(m.Options, "rbind") {
 			continue
 		}
 		switch m.Destination {
@@ -252,18 +253,9 @@ func directMounts(cfg *airlock.Config, s *specs.Spec) error {
 		if cfg.VFS.DirectMounts == nil {
 			cfg.VFS.DirectMounts = map[string]airlock.DirectMount{}
 		}
-		cfg.VFS.DirectMounts[m.Destination] = airlock.DirectMount{HostPath: m.Source, Readonly: hasOption(m.Options, "ro")}
+		cfg.VFS.DirectMounts[m.Destination] = airlock.DirectMount{HostPath: m.Source, Readonly: slices.Contains(m.Options, "ro")}
 	}
 	return nil
-}
-
-func hasOption(opts []string, o string) bool {
-	for _, x := range opts {
-		if x == o {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *container) unmount() {

@@ -4,7 +4,6 @@ package ctrshim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -101,13 +100,11 @@ func (o *openedIO) closeStdin() {
 // close closes every stream; safe more than once.
 func (o *openedIO) close() {
 	o.closeOnce.Do(func() {
-		var errs []error
 		for _, c := range []io.Closer{o.stdin, o.stdout, o.stderr} {
 			if c != nil {
-				errs = append(errs, c.Close())
+				_ = c.Close()
 			}
 		}
-		_ = errors.Join(errs...)
 	})
 }
 
