@@ -25,8 +25,10 @@ type Containerd struct {
 	// Env is its environment, and ctr's.
 	Env []string
 	cmd *exec.Cmd
-	mu  sync.Mutex
-	log bytes.Buffer
+	// args are containerd's command line.
+	args []string
+	mu   sync.Mutex
+	log  bytes.Buffer
 }
 
 // StartContainerd starts containerd with its state in the new folder
@@ -52,20 +54,36 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		return nil, err
 	}
 	c.Env = append(os.Environ(), env...)
-	c.cmd = exec.Command(bin, "--config", cfgPath)
+	c.args = []string{bin, "--config", cfgPath}
+	if err := c.start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// start starts containerd and waits until it answers.
+func (c *Containerd) start() error {
+	c.cmd = exec.Command(c.args[0], c.args[1:]...)
 	c.cmd.Env = c.Env
 	c.cmd.Stdout, c.cmd.Stderr = (*lockedWriter)(c), (*lockedWriter)(c)
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
+		return fmt.Errorf("start containerd: %w", err)
 	}
 	if !WaitFor(30*time.Second, func() bool {
 		_, err := c.Ctr(context.Background(), "version")
 		return err == nil
 	}) {
 		c.Stop()
-		return nil, fmt.Errorf("containerd did not answer on %s:\n%s", c.Address, c.Log())
+		return fmt.Errorf("containerd did not answer on %s:\n%s", c.Address, c.Log())
 	}
-	return c, nil
+	return nil
+}
+
+// Restart kills containerd with SIGKILL, as a crash would, and starts
+// it again on the same root and state. The shims it started live on.
+func (c *Containerd) Restart() error {
+	c.Stop()
+	return c.start()
 }
 
 type lockedWriter Containerd

@@ -357,19 +357,7 @@ func TestTTY(t *testing.T) {
 func TestShimKilled(t *testing.T) {
 	d := startContainerd(t)
 	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t8", "sleep", "300")
-	procs, err := testbin.HostProcs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	shimPid := 0
-	for pid, cmdline := range procs {
-		if strings.Contains(cmdline, "containerd-shim-airlock-v2") && strings.Contains(cmdline, "-id\x00t8\x00") {
-			shimPid = pid
-		}
-	}
-	if shimPid == 0 {
-		t.Fatal("no shim process for t8")
-	}
+	procs, shimPid := shimOf(t, "t8")
 	// What is left behind is seen while it runs: the check can fail.
 	sb := ctrshim.SandboxID("t8")
 	if running := leftBehind("t8", sb); !slices.ContainsFunc(running, func(s string) bool { return strings.Contains(s, "cgroup") }) ||
@@ -405,6 +393,23 @@ func TestShimKilled(t *testing.T) {
 }
 
 // childrenOf lists the descendants of pid among procs.
+// shimOf finds the shim process that serves task id, and returns it
+// with the host's processes.
+func shimOf(t *testing.T, id string) (map[int]string, int) {
+	t.Helper()
+	procs, err := testbin.HostProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid, cmdline := range procs {
+		if strings.Contains(cmdline, "containerd-shim-airlock-v2") && strings.Contains(cmdline, "-id\x00"+id+"\x00") {
+			return procs, pid
+		}
+	}
+	t.Fatalf("no shim process for %s", id)
+	return nil, 0
+}
+
 func childrenOf(procs map[int]string, pid int) []int {
 	var out []int
 	for p := range procs {
@@ -426,6 +431,60 @@ func childrenOf(procs map[int]string, pid int) []int {
 		}
 	}
 	return out
+}
+
+// TestContainerdRestarted kills containerd under a running task, as a
+// crash would, and starts it again: it finds the task through its shim,
+// which still serves it (exec, kill, delete). A shim that died while
+// containerd was down is cleaned up when containerd comes back: its
+// sandbox, root mount and cgroups are gone.
+func TestContainerdRestarted(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t11", "sleep", "300")
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t12", "sleep", "300")
+	procs, shim12 := shimOf(t, "t12")
+	agents := childrenOf(procs, shim12)
+
+	d.Stop()
+	if err := syscall.Kill(shim12, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+
+	// t11's shim lived through it and still serves its task.
+	if !testbin.WaitFor(30*time.Second, func() bool {
+		out, _ := d.ctrErr("task", "ls")
+		return strings.Contains(out, "t11") && strings.Contains(out, "RUNNING")
+	}) {
+		t.Fatalf("after a restart, containerd does not list t11 as running:\n%s", d.ctr("task", "ls"))
+	}
+	if out := d.ctr("task", "exec", "--exec-id", "e1", "t11", "echo", "still here"); out != "still here\n" {
+		t.Errorf("an exec after the restart printed %q", out)
+	}
+	d.ctr("task", "kill", "-s", "SIGKILL", "t11")
+	if !testbin.WaitFor(30*time.Second, func() bool { return strings.Contains(d.ctr("task", "ls"), "STOPPED") }) {
+		t.Fatalf("t11 did not stop on SIGKILL after the restart:\n%s", d.ctr("task", "ls"))
+	}
+	if del := d.ctr("task", "delete", "t11"); !strings.Contains(del, "137") {
+		t.Errorf("ctr task delete t11: %q, want the exit status 137", del)
+	}
+	d.ctr("container", "rm", "t11")
+	d.checkNothingLeft(t, "t11")
+
+	// t12's shim died while containerd was down: containerd cleaned up
+	// after it, through the shim binary's delete.
+	if ls := d.ctr("task", "ls"); strings.Contains(ls, "t12") {
+		t.Errorf("containerd lists t12, whose shim is dead:\n%s", ls)
+	}
+	if !testbin.WaitFor(30*time.Second, func() bool {
+		return !slices.ContainsFunc(agents, testbin.Alive)
+	}) {
+		t.Errorf("t12's sandbox processes %v outlived its shim", agents)
+	}
+	d.ctr("container", "rm", "t12")
+	d.checkNothingLeft(t, "t12")
 }
 
 // TestSecretsFromTheNode gives a container the node's secret by name: the
