@@ -39,6 +39,9 @@ func Main(args []string) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	}
+	if len(args) > 1 && args[1] == agentproto.OverlayLayersArg {
+		os.Exit(overlayLayersMain(args[2:]))
+	}
 	if len(args) > 1 && args[1] == agentproto.AwaitMapsArg {
 		awaitMaps(args[2:])
 		return

@@ -78,6 +78,20 @@ const SpawnerSetupTimeout = time.Minute
 // mount through it.
 const HoldArg = "hold-userns"
 
+// OverlayLayersArg, as the agent binary's first argument, followed by a
+// number of layers n, makes it assemble a read-only overlay of the
+// detached mounts on descriptors 5 to 5+n-1 (the topmost first), in a
+// private mount namespace it was started in, and send the overlay's
+// detached mount on the unix socket at descriptor 4 (or, on failure, the
+// error's text with no descriptor). The host runs it, as root, to make a
+// root of idmapped layers: an overlay takes its layers from its maker's
+// mount namespace, where detached mounts are not.
+const OverlayLayersArg = "overlay-layers"
+
+// MaxOverlayLayers bounds the layers of an OverlayLayersArg overlay:
+// the kernel's own limit is 500.
+const MaxOverlayLayers = 500
+
 // AwaitMapsArg, as the agent binary's first argument, followed by the
 // numbers of two descriptors (a pipe and the agent binary), makes it
 // wait for a byte on the pipe and then execute the binary again as the

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,18 +68,33 @@ func idmappedTree(bin *os.File, dir string, m idMapping) (_ *os.File, err error)
 			err = fmt.Errorf("the user namespace's holder: %w", werr)
 		}
 	}()
-	return idmapMount(dir, holder.Process.Pid)
+	return idmapMount(bin, dir, holder.Process.Pid)
 }
 
 // idmapMount returns a detached, read-only, nodev mount of dir idmapped
-// with the user namespace of process pid (see idmappedTree).
-func idmapMount(dir string, pid int) (*os.File, error) {
+// with the user namespace of process pid (see idmappedTree). If dir is
+// an overlay's mount point, which the kernel cannot idmap, it is an
+// overlay of its layers, each idmapped, that the agent binary bin
+// assembles (see idmapOverlay).
+func idmapMount(bin *os.File, dir string, pid int) (*os.File, error) {
 	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
 	if err != nil {
 		return nil, fmt.Errorf("open the sandbox mapping's user namespace: %w", err)
 	}
 	defer userns.Close()
+	layers, err := overlayLayers(dir)
+	switch {
+	case err == nil:
+		return idmapOverlay(bin, layers, userns)
+	case !errors.Is(err, errNotOverlay):
+		return nil, fmt.Errorf("find the layers of the overlay root %s: %w", dir, err)
+	}
+	return idmapTree(dir, userns)
+}
 
+// idmapTree returns a detached, read-only, nodev mount of dir idmapped
+// with the user namespace userns.
+func idmapTree(dir string, userns *os.File) (*os.File, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return nil, fmt.Errorf("open_tree %s: %w", dir, err)
@@ -99,8 +115,8 @@ func idmapMount(dir string, pid int) (*os.File, error) {
 // namespace of the agent, process pid, which the sandbox's mapping
 // already has, and sends it to the agent on ch: no process of its own
 // is needed to hold a namespace with that mapping.
-func sendIdmappedTree(ch *os.File, pid int, dir string) error {
-	tree, err := idmapMount(dir, pid)
+func sendIdmappedTree(ch, bin *os.File, pid int, dir string) error {
+	tree, err := idmapMount(bin, dir, pid)
 	if err != nil {
 		return err
 	}

@@ -279,7 +279,7 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 		}
 	}
 	if fast {
-		if err := sendIdmappedTree(treeCh, cmd.Process.Pid, boot.Root.RootFS); err != nil {
+		if err := sendIdmappedTree(treeCh, bin, cmd.Process.Pid, boot.Root.RootFS); err != nil {
 			return nil, &fastIdmapError{err}
 		}
 	}
