@@ -243,9 +243,16 @@ func (h *stateHome) damageRecord(id string, damage func(string, []byte) error) s
 // sandboxes in every way: every command names the damaged file and what
 // to do, a live sandbox is never called crashed and stays reachable, and
 // kill, rm -f and prune still stop and remove sandboxes, leaving nothing.
+// The record is read above the boundary seam, the same at every level:
+// the process level takes every kind of damage, the others two (one
+// removed by prune, one by rm -f), which show that a damaged record
+// still reaches and stops their sandboxes.
 func TestFaultDamagedRecord(t *testing.T) {
 	eachLevel(t, func(t *testing.T, lv airlock.Isolation) {
 		for i, d := range recordDamages {
+			if lv != airlock.IsolationProcess && d.name != "truncated-start" && d.name != "garbage" {
+				continue
+			}
 			t.Run(d.name, func(t *testing.T) {
 				h := newStateHome(t, lv, "")
 				killed, forced, crashed := h.detached(), h.detached(), h.detached()
