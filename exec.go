@@ -46,6 +46,10 @@ type Command struct {
 	// sandbox's /etc/passwd and /etc/group, with the user's groups and
 	// home. Default: the image's User, else root.
 	User string
+	// Container, when set, runs the command in that container of the
+	// sandbox (AddContainer): on its root, where Dir defaults to /, and
+	// with User a UID or UID:GID.
+	Container string
 }
 
 // KilledBy says why a command was killed.
@@ -172,13 +176,22 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 		env = append(env, k+"="+v)
 	}
 	dir := cmd.Dir
-	if dir == "" {
+	switch {
+	case dir != "":
+	case cmd.Container != "":
+		dir = "/"
+	default:
 		dir = s.cfg.workingDir()
+	}
+	// A container's user is its own, not the sandbox image's.
+	user := cmd.User
+	if cmd.Container == "" {
+		user = s.cfg.commandUser(cmd.User)
 	}
 	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
 		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
 		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
-		NoStarted: !started, User: s.cfg.commandUser(cmd.User),
+		NoStarted: !started, User: user, Container: cmd.Container,
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
 	p.before, err = s.counters()

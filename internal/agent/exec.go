@@ -50,6 +50,10 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	if er.TTY && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM=xterm-256color")
 	}
+	sp, err := s.spawnerFor(er.Container)
+	if err != nil {
+		return replyErr(c, err)
+	}
 	io_, err := newStdio(er, s.devnull, s.pipes)
 	if err != nil {
 		return replyErr(c, fmt.Errorf("set up command stdio: %w", err))
@@ -57,7 +61,7 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	defer io_.close()
 
 	start := time.Now()
-	child, err := s.spawner.Spawn(SpawnRequest{Argv: er.Argv, Env: env, Dir: er.Dir, TTY: er.TTY, Cred: cred}, io_.childFiles)
+	child, err := sp.Spawn(SpawnRequest{Argv: er.Argv, Env: env, Dir: er.Dir, TTY: er.TTY, Cred: cred}, io_.childFiles)
 	io_.closeChildEnds()
 	if err != nil {
 		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: startError(err)})

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -283,7 +284,16 @@ func prepareSandbox(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 	if err != nil {
 		return Prepared{}, err
 	}
-	return Prepared{Spawner: sp, Notes: z.notes, vfs: vfs}, nil
+	newContainer := func(root string, binds []agentproto.Bind) (ContainerSpawner, error) {
+		c := cfg
+		c.Root, c.Binds = root, binds
+		csp := &restartingSpawner{start: func() (*zclient, error) { return startZygote(c, cgfds) }}
+		if _, err := csp.current(); err != nil {
+			return nil, err
+		}
+		return csp, nil
+	}
+	return Prepared{Spawner: sp, Notes: z.notes, vfs: vfs, NewContainer: newContainer}, nil
 }
 
 // nprocWithAgent is the RLIMIT_NPROC that stands for the pids limit n
@@ -307,14 +317,35 @@ func nprocWithAgent(n uint64, others int) uint64 {
 // restartingSpawner starts a new spawner if the previous one died (for
 // example, killed by the OOM killer inside the user cgroup).
 type restartingSpawner struct {
-	start func() (*zclient, error)
-	mu    sync.Mutex
-	z     *zclient
+	start   func() (*zclient, error)
+	mu      sync.Mutex
+	z       *zclient
+	stopped bool
+}
+
+// Stop kills the spawner, and with it, the init of its PID namespace,
+// every command it started; it starts no other.
+func (r *restartingSpawner) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if r.z == nil || r.z.pid <= 0 {
+		return
+	}
+	select {
+	case <-r.z.done:
+		// Dead already (and maybe reaped: its pid may be another's).
+	default:
+		_ = unix.Kill(r.z.pid, unix.SIGKILL)
+	}
 }
 
 func (r *restartingSpawner) current() (*zclient, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped {
+		return nil, errors.New("the container was removed")
+	}
 	if r.z != nil {
 		select {
 		case <-r.z.done:
@@ -381,13 +412,19 @@ func startZygote(cfg ZygoteConfig, cgfds []*os.File) (*zclient, error) {
 		ours.Close()
 		return nil, fmt.Errorf("start the spawner: %w", err)
 	}
+	pid := p.Pid
 	_ = p.Release() // reaped by reapOrphans
 	c, err := net.FileConn(ours)
 	ours.Close()
 	if err != nil {
 		return nil, fmt.Errorf("spawner socket: %w", err)
 	}
-	return newZClient(c.(*net.UnixConn))
+	z, err := newZClient(c.(*net.UnixConn))
+	if err != nil {
+		return nil, err
+	}
+	z.pid = pid
+	return z, nil
 }
 
 func loopbackUp() error {

@@ -24,7 +24,10 @@ import (
 type Prepared struct {
 	Spawner Spawner
 	Notes   []string
-	vfs     *vfsMounts
+	// NewContainer starts a container's spawner (OpContainer); nil:
+	// this sandbox has no containers.
+	NewContainer NewContainer
+	vfs          *vfsMounts
 	// usage reads what the user commands use, where the agent can (nil:
 	// the host measures it).
 	usage func() (agentproto.Usage, error)
@@ -75,7 +78,8 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs, usage: prep.usage}
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs, usage: prep.usage,
+		newContainer: prep.NewContainer, containers: map[string]ContainerSpawner{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -108,6 +112,10 @@ type server struct {
 	// vfs holds the programmable mounts until the host serves them.
 	vfs   *vfsMounts
 	usage func() (agentproto.Usage, error)
+
+	newContainer NewContainer
+	cmu          sync.Mutex
+	containers   map[string]ContainerSpawner
 }
 
 // handle serves one stream's request, and reports whether the stream
@@ -132,6 +140,8 @@ func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 		kept, err = s.serveVFS(c, st, req.Path)
 	case agentproto.OpUsage:
 		err = s.serveUsage(c)
+	case agentproto.OpContainer:
+		err = s.container(c, req.Container)
 	default:
 		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
 	}
@@ -152,4 +162,54 @@ func (s *server) serveUsage(c *agentproto.Conn) error {
 		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
 	}
 	return c.Write(agentproto.Msg{K: agentproto.KEnd, Usage: &u})
+}
+
+// maxContainers bounds the containers of one sandbox.
+const maxContainers = 256
+
+// container adds or removes a container.
+func (s *server) container(c *agentproto.Conn, r *agentproto.ContainerRequest) error {
+	if err := validContainer(r); err != nil {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, err.Error()))
+	}
+	if s.newContainer == nil {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeUnsupported, "this sandbox cannot have containers"))
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	old, exists := s.containers[r.Name]
+	if r.Remove {
+		if !exists {
+			return replyErr(c, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s", r.Name)))
+		}
+		old.Stop()
+		delete(s.containers, r.Name)
+		return c.Write(agentproto.Msg{K: agentproto.KEnd})
+	}
+	if exists {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeExists, fmt.Sprintf("container %s exists", r.Name)))
+	}
+	if len(s.containers) >= maxContainers {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("a sandbox has at most %d containers", maxContainers)))
+	}
+	sp, err := s.newContainer(r.Root, r.Binds)
+	if err != nil {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeStart, fmt.Sprintf("start container %s: %v", r.Name, err)))
+	}
+	s.containers[r.Name] = sp
+	return c.Write(agentproto.Msg{K: agentproto.KEnd})
+}
+
+// spawnerFor is the spawner of container name, or the sandbox's own.
+func (s *server) spawnerFor(name string) (Spawner, error) {
+	if name == "" {
+		return s.spawner, nil
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	sp, ok := s.containers[name]
+	if !ok {
+		return nil, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s", name))
+	}
+	return sp, nil
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 )
 
 // SpawnRequest describes one user command.
@@ -44,3 +46,15 @@ type Child interface {
 	// in its session.
 	KillTree() error
 }
+
+// ContainerSpawner starts the commands of one container of the sandbox.
+type ContainerSpawner interface {
+	Spawner
+	// Stop kills every process of the container; Spawn fails after it.
+	Stop()
+}
+
+// NewContainer starts the spawner of a container whose root is the
+// sandbox's directory root, with binds bound in it. Its confinement is
+// the sandbox's own.
+type NewContainer func(root string, binds []agentproto.Bind) (ContainerSpawner, error)

@@ -60,6 +60,8 @@ type zclient struct {
 	done     chan struct{}
 	// notes is what the spawner could not confine, from its ready message.
 	notes []string
+	// pid is the spawner's process id, in the agent's PID namespace.
+	pid int
 }
 
 // newZClient waits for the spawner to report that its setup finished, then

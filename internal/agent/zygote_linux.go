@@ -139,6 +139,11 @@ type ZygoteConfig struct {
 	// Sentry says the spawner runs inside gVisor's Sentry, whose kernel
 	// lacks some of what confinement uses elsewhere (securebits).
 	Sentry bool `cbor:"sentry,omitempty"`
+	// Root, when set, makes this a container's spawner: its commands'
+	// root is this directory of the sandbox, with Binds bound in it
+	// (see enterRoot).
+	Root  string            `cbor:"root,omitempty"`
+	Binds []agentproto.Bind `cbor:"binds,omitempty"`
 }
 
 func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
@@ -151,7 +156,19 @@ func zygoteSetup(cfg ZygoteConfig) ([]string, error) {
 			return nil, fmt.Errorf("make commands killable by the OOM killer: %w", err)
 		}
 	}
-	if cfg.MountProc {
+	switch {
+	case cfg.Root != "":
+		// A container's spawner: its commands' root is the container's.
+		if !cfg.MountProc {
+			return nil, errors.New("a container's spawner needs its own /proc")
+		}
+		if err := enterRoot(cfg.Root, cfg.Binds); err != nil {
+			return nil, err
+		}
+		if err := protectProc(); err != nil {
+			return nil, err
+		}
+	case cfg.MountProc:
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return nil, fmt.Errorf("make mounts private: %w", err)
 		}

@@ -56,7 +56,40 @@ const (
 	// cannot read): one KEnd reply with Usage, or KErr with
 	// CodeUnsupported where the host measures it.
 	OpUsage Op = "usage"
+	// OpContainer adds a container to the sandbox, or removes one
+	// (Request.Container): one KEnd reply, or KErr.
+	OpContainer Op = "container"
 )
+
+// ContainerRequest adds or removes a container: a process tree of the
+// sandbox on a root of its own. Its commands (ExecRequest.Container)
+// are started by a spawner of its own, in mount and PID namespaces of
+// their own, under the sandbox's confinement.
+type ContainerRequest struct {
+	// Name names the container: 1-64 letters, digits, '.', '-' or '_'.
+	Name string `cbor:"name"`
+	// Remove removes the container, killing every process in it.
+	Remove bool `cbor:"remove,omitempty"`
+	// Root is the directory of the sandbox that is the container's
+	// root.
+	Root string `cbor:"root,omitempty"`
+	// Binds are files and directories of the sandbox bound into the
+	// container's root.
+	Binds []Bind `cbor:"binds,omitempty"`
+}
+
+// Bind binds a file or directory of the sandbox into a container's root.
+type Bind struct {
+	// Source is the sandbox's path; Target is the path in the
+	// container's root, resolved in it.
+	Source string `cbor:"src"`
+	Target string `cbor:"dst"`
+	// ReadOnly makes the bind read-only.
+	ReadOnly bool `cbor:"ro,omitempty"`
+}
+
+// MaxContainerBinds bounds a container's binds.
+const MaxContainerBinds = 64
 
 // SpawnerTasks is how many tasks (threads) the agent's process spawner
 // may need, counted with the user's commands against the sandbox's pids
@@ -427,6 +460,8 @@ type Request struct {
 	// ModTime, when not 0, is the modification time an OpSetAttr sets,
 	// in Unix nanoseconds.
 	ModTime int64 `cbor:"mtime,omitempty"`
+	// Container is an OpContainer's request.
+	Container *ContainerRequest `cbor:"container,omitempty"`
 }
 
 // ExecRequest starts a command.
@@ -447,6 +482,9 @@ type ExecRequest struct {
 	// does not need the pid and learns of a failure to start from an Err
 	// frame. It spares a wake-up of the host while the command runs.
 	NoStarted bool `cbor:"nostarted,omitempty"`
+	// Container, when set, names the container (OpContainer) the
+	// command runs in; empty: the sandbox's own root.
+	Container string `cbor:"container,omitempty"`
 }
 
 // Kind tags a frame on an exec or file stream after the Request.
