@@ -111,7 +111,7 @@ func CreateWithID(ctx context.Context, id string, cfg Config) (*Sandbox, error) 
 	if cfg.Pool != nil {
 		return nil, fmt.Errorf("invalid sandbox config: a sandbox taken from a pool has the id its pool gave it: use Create (or Pool.Get), not CreateWithID")
 	}
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, fmt.Errorf("invalid sandbox id %q: use 1-64 letters, digits, - or _", id)
 	}
 	c := cfg.withDefaults()
@@ -513,7 +513,9 @@ func (s *Sandbox) readReply(ctx context.Context, c *agentproto.Conn, m *agentpro
 	return nil
 }
 
-func validID(id string) bool {
+// ValidID reports whether id can name a sandbox (CreateWithID): 1-64
+// letters, digits, - or _.
+func ValidID(id string) bool {
 	if len(id) == 0 || len(id) > 64 {
 		return false
 	}

@@ -52,8 +52,10 @@ func (p *proc) eventID() string {
 	return p.id
 }
 
-// start opens the process's streams and starts it in the sandbox.
-func (p *proc) start(ctx context.Context) error {
+// start opens the process's streams, waiting for them at most as long as
+// the request (ctx) lasts, and starts the process in the sandbox for as
+// long as life lasts.
+func (p *proc) start(ctx, life context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != task.Status_CREATED {
@@ -71,7 +73,7 @@ func (p *proc) start(ctx context.Context) error {
 	if cmd.TTY {
 		cmd.Stderr = nil
 	}
-	proc, err := p.c.sb.Start(ctx, cmd)
+	proc, err := p.c.sb.Start(life, cmd)
 	if err != nil {
 		o.close()
 		if se, ok := errors.AsType[*airlock.StartError](err); ok {

@@ -106,13 +106,7 @@ func (s *Service) UnaryInterceptor() ttrpc.UnaryServerInterceptor {
 // SandboxID is the airlock id of the sandbox of containerd's task id:
 // the id itself when airlock accepts it, else a digest of it.
 func SandboxID(id string) string {
-	ok := len(id) > 0 && len(id) <= 60
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			ok = false
-		}
-	}
-	if ok {
+	if airlock.ValidID("ctr-" + id) {
 		return "ctr-" + id
 	}
 	sum := sha256.Sum256([]byte(id))
@@ -273,7 +267,7 @@ func (s *Service) Start(ctx context.Context, r *taskapi.StartRequest) (*taskapi.
 	if err != nil {
 		return nil, err
 	}
-	if err := p.start(s.ctx); err != nil {
+	if err := p.start(ctx, s.ctx); err != nil {
 		return nil, err
 	}
 	if r.ExecID == "" {
