@@ -143,7 +143,7 @@ func TestAllowedOpenSSLTrustsSandboxStore(t *testing.T) {
 // the interceptor (smart HTTP, protocol v2), with an event per request.
 func TestAllowedGitCloneOverHTTPS(t *testing.T) {
 	e := start(t)
-	sb := e.box(t, e.network(testnet.API))
+	sb := e.box(t, e.network(testnet.API), hostRoot)
 	m := e.mark()
 	ok(t, sb, "git clone --quiet https://api.example.com/repo.git /tmp/repo")
 	if out := ok(t, sb, "cat /tmp/repo/"+testnet.GitFile); out != testnet.GitContent+testnet.API+"\n" {

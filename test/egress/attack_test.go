@@ -537,7 +537,7 @@ func TestAttackEmptyAllowlist(t *testing.T) {
 // network has loopback alone: no eth0, no route, nothing reached.
 func TestNoNetworkHasNoInterface(t *testing.T) {
 	e := start(t)
-	sb := e.box(t, nil)
+	sb := e.box(t, nil, hostRoot)
 	if out := strings.TrimSpace(ok(t, sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")); out != "lo" {
 		t.Errorf("interfaces in /proc/net/dev: %q, want lo alone", out)
 	}
