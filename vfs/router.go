@@ -20,7 +20,7 @@ import (
 // provider has none) and cannot be removed or renamed (EBUSY). Rename and
 // Link between two mounts fail with EXDEV.
 //
-// Inode numbers carry the mount's index in their top 8 bits, so that
+// Inode numbers carry the mount's index in their top 16 bits, so that
 // mounts do not share them; made-up directories have 0. Statfs describes
 // the root's provider. Watch reports the changes of every mount, with
 // their full paths.
@@ -35,18 +35,23 @@ func NewMountRouter(mounts map[string]Provider) Provider {
 	if !slices.ContainsFunc(r.mounts, func(m mount) bool { return m.at == "/" }) {
 		r.mounts = append(r.mounts, mount{at: "/", p: NewReadonly(NewMemory(MemoryOptions{MaxBytes: 1, MaxInodes: 1}))})
 	}
-	// Longest first; equal keys after cleaning keep one, the first sorted.
-	slices.SortFunc(r.mounts, func(a, b mount) int {
-		if len(a.at) != len(b.at) {
-			return len(b.at) - len(a.at)
-		}
-		return strings.Compare(a.at, b.at)
-	})
+	// Equal keys after cleaning keep one, the first sorted.
+	sortMounts(r.mounts)
 	r.mounts = slices.CompactFunc(r.mounts, func(a, b mount) bool { return a.at == b.at })
 	for i := range r.mounts {
 		r.mounts[i].idx = uint64(i + 1)
 	}
 	return r
+}
+
+// sortMounts sorts mounts longest mount point first, as route wants.
+func sortMounts(mounts []mount) {
+	slices.SortFunc(mounts, func(a, b mount) int {
+		if len(a.at) != len(b.at) {
+			return len(b.at) - len(a.at)
+		}
+		return strings.Compare(a.at, b.at)
+	})
 }
 
 type mountRouter struct {
@@ -89,7 +94,7 @@ func (r *mountRouter) pinned(p string) bool { return r.isMountPoint(p) || r.lead
 
 func (m mount) mapInfo(fi FileInfo) FileInfo {
 	if fi.Ino != 0 {
-		fi.Ino = fi.Ino&(1<<56-1) | m.idx<<56
+		fi.Ino = fi.Ino&(1<<48-1) | m.idx<<48
 	}
 	return fi
 }
