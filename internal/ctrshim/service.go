@@ -11,10 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,9 +34,11 @@ import (
 	"github.com/containerd/ttrpc"
 	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/vfs"
 )
 
 // createTimeout bounds the start of a sandbox (a vm's boot under
@@ -53,6 +57,50 @@ type Service struct {
 
 	mu         sync.Mutex
 	containers map[string]*container
+	// pods are the Kubernetes pods this shim serves, by the id of
+	// their sandbox (pause) container.
+	pods map[string]*pod
+}
+
+// podRoot is where a pod's sandbox holds its containers' roots and
+// volumes: a programmable mount of the pod's table.
+const podRoot = "/run/airlock-pod"
+
+// pod is a Kubernetes pod: one sandbox, which its sandbox container
+// made, holding its app containers. Their roots and volumes are host
+// directories mounted in its table, which the sandbox sees at podRoot.
+type pod struct {
+	sb    *airlock.Sandbox
+	table *vfs.MountTable
+	mu    sync.Mutex
+	// volumes counts the containers using each volume mounted in the
+	// table, by its name there.
+	volumes map[string]int
+	// providers are the table's mounts, by name, to close when they
+	// are unmounted.
+	providers map[string]vfs.Provider
+}
+
+// mount mounts p in the pod's table as name. p.mu is held.
+func (p *pod) mount(name string, prov vfs.Provider) error {
+	if err := p.table.Mount(name, prov); err != nil {
+		if c, ok := prov.(io.Closer); ok {
+			c.Close()
+		}
+		return err
+	}
+	p.providers[name] = prov
+	return nil
+}
+
+// unmount unmounts name from the pod's table and closes its provider,
+// which lets go of the host directory. p.mu is held.
+func (p *pod) unmount(name string) {
+	_ = p.table.Unmount(name)
+	if c, ok := p.providers[name].(io.Closer); ok {
+		c.Close()
+	}
+	delete(p.providers, name)
 }
 
 // container is a task: its sandbox, its init process and its execs.
@@ -64,6 +112,28 @@ type container struct {
 	sb      *airlock.Sandbox
 	init    *proc
 	execs   map[string]*proc
+	// pod, for a pod's app container, is its pod; name is its name in
+	// the pod's sandbox and table, and volumes the table's volumes it
+	// uses.
+	pod     *pod
+	name    string
+	volumes []string
+}
+
+// end ends the container once its init process has exited: a sandbox
+// of its own closes (killing whatever still runs in it), and an app
+// container of a pod is removed from the pod's sandbox, its processes
+// killed.
+func (c *container) end() {
+	if c.pod == nil {
+		c.sb.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.sb.RemoveContainer(ctx, c.name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		slog.Debug("remove a pod's container", "task", c.id, "err", err)
+	}
 }
 
 // NewService is the task service, publishing events through publisher.
@@ -76,6 +146,7 @@ func NewService(ctx context.Context, publisher shim.Publisher, sd shutdown.Servi
 		ctx: ctx, node: node, publisher: publisher, shutdown: sd,
 		log:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		containers: map[string]*container{},
+		pods:       map[string]*pod{},
 	}
 	if node.EventLog != "" {
 		if s.events, err = openEventLog(node.EventLog); err != nil {
@@ -154,9 +225,7 @@ func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 	if err != nil {
 		return nil, err
 	}
-	if _, sandbox := podOf(r.ID, spec); sandbox || spec.Annotations[annotationContainerType] == containerTypeContainer {
-		return nil, fmt.Errorf("task %s is part of a Kubernetes pod: %w", r.ID, errPods)
-	}
+	podID, isPodSandbox := podOf(r.ID, spec)
 	if r.Checkpoint != "" {
 		return nil, fmt.Errorf("restore task %s from a checkpoint: airlock sandboxes cannot be checkpointed: %w", r.ID, errdefs.ErrNotImplemented)
 	}
@@ -165,49 +234,20 @@ func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 		return nil, fmt.Errorf("task %s: %w", r.ID, err)
 	}
 	c := &container{id: r.ID, bundle: r.Bundle, execs: map[string]*proc{}}
-	c.rootfs = filepath.Join(r.Bundle, "rootfs")
-	if len(r.Rootfs) > 0 {
-		var mounts []mount.Mount
-		for _, m := range r.Rootfs {
-			mounts = append(mounts, mount.Mount{Type: m.Type, Source: m.Source, Target: m.Target, Options: m.Options})
-		}
-		if err := os.MkdirAll(c.rootfs, 0o711); err != nil {
-			return nil, fmt.Errorf("task %s: make its root's mount point: %w", r.ID, err)
-		}
-		if err := mount.All(mounts, c.rootfs); err != nil {
-			return nil, fmt.Errorf("task %s: mount its root: %w", r.ID, err)
-		}
-		c.mounted = true
-		defer func() {
-			if retErr != nil {
-				c.unmount()
-			}
-		}()
-	} else if spec.Root != nil && spec.Root.Path != "" {
-		c.rootfs = spec.Root.Path
-		if !filepath.IsAbs(c.rootfs) {
-			c.rootfs = filepath.Join(r.Bundle, c.rootfs)
-		}
+	if err := c.mountRoot(r, spec); err != nil {
+		return nil, err
 	}
-	cfg, err := sandboxConfig(s.node, spec, c.rootfs)
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", r.ID, err)
-	}
-	if err := directMounts(&cfg, spec); err != nil {
-		return nil, fmt.Errorf("task %s: %w", r.ID, err)
-	}
-	cfg.Logger = s.log
-	cfg.OnEvent = s.onEvent(r.ID)
-	sctx, cancel := context.WithTimeout(ctx, createTimeout)
-	defer cancel()
-	c.sb, err = airlock.CreateWithID(sctx, SandboxID(r.ID), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("task %s: create its airlock sandbox: %w", r.ID, err)
-	}
-	for _, n := range c.sb.Notes() {
-		if s.events != nil {
-			s.events.note(r.ID, n)
+	defer func() {
+		if retErr != nil {
+			c.unmount()
 		}
+	}()
+	if podID != r.ID {
+		if err := s.addToPod(ctx, c, podID, spec, &cmd); err != nil {
+			return nil, err
+		}
+	} else if err := s.createSandbox(ctx, c, spec, isPodSandbox); err != nil {
+		return nil, err
 	}
 	c.init = newProc(c, "", cmd, stdio{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, Terminal: r.Terminal})
 	s.mu.Lock()
@@ -222,9 +262,197 @@ func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 	return &taskapi.CreateTaskResponse{Pid: pid}, nil
 }
 
-// errPods refuses the containers of a Kubernetes pod until a pod can
-// be one sandbox with each container's own root inside it.
-var errPods = fmt.Errorf("the airlock shim runs standalone containers (ctr run, nerdctl), not yet the containers of a Kubernetes pod: %w", errdefs.ErrNotImplemented)
+// mountRoot mounts the task's root from its rootfs mounts, or finds it
+// in its spec.
+func (c *container) mountRoot(r *taskapi.CreateTaskRequest, spec *specs.Spec) error {
+	c.rootfs = filepath.Join(r.Bundle, "rootfs")
+	if len(r.Rootfs) > 0 {
+		var mounts []mount.Mount
+		for _, m := range r.Rootfs {
+			mounts = append(mounts, mount.Mount{Type: m.Type, Source: m.Source, Target: m.Target, Options: m.Options})
+		}
+		if err := os.MkdirAll(c.rootfs, 0o711); err != nil {
+			return fmt.Errorf("task %s: make its root's mount point: %w", r.ID, err)
+		}
+		if err := mount.All(mounts, c.rootfs); err != nil {
+			return fmt.Errorf("task %s: mount its root: %w", r.ID, err)
+		}
+		c.mounted = true
+	} else if spec.Root != nil && spec.Root.Path != "" {
+		c.rootfs = spec.Root.Path
+		if !filepath.IsAbs(c.rootfs) {
+			c.rootfs = filepath.Join(r.Bundle, c.rootfs)
+		}
+	}
+	return nil
+}
+
+// createSandbox makes the sandbox of a standalone container, or of a
+// pod's sandbox container, which then holds the pod's app containers.
+func (s *Service) createSandbox(ctx context.Context, c *container, spec *specs.Spec, isPod bool) error {
+	cfg, err := sandboxConfig(s.node, spec, c.rootfs)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", c.id, err)
+	}
+	if err := directMounts(&cfg, spec); err != nil {
+		return fmt.Errorf("task %s: %w", c.id, err)
+	}
+	var p *pod
+	if isPod {
+		p = &pod{table: vfs.NewMountTable(), volumes: map[string]int{}, providers: map[string]vfs.Provider{}}
+		cfg.VFS.Providers = map[string]vfs.Provider{podRoot: p.table}
+	}
+	cfg.Logger = s.log
+	cfg.OnEvent = s.onEvent(c.id)
+	sctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	c.sb, err = airlock.CreateWithID(sctx, SandboxID(c.id), cfg)
+	if err != nil {
+		return fmt.Errorf("task %s: create its airlock sandbox: %w", c.id, err)
+	}
+	for _, n := range c.sb.Notes() {
+		if s.events != nil {
+			s.events.note(c.id, n)
+		}
+	}
+	if p != nil {
+		p.sb = c.sb
+		s.mu.Lock()
+		s.pods[c.id] = p
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// addToPod makes c an app container of pod podID: its root and volumes
+// are mounted in the pod's table, and it is a container of the pod's
+// sandbox, where cmd runs.
+func (s *Service) addToPod(ctx context.Context, c *container, podID string, spec *specs.Spec, cmd *airlock.Command) (err error) {
+	s.mu.Lock()
+	p := s.pods[podID]
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("task %s: its pod's sandbox %s is not one this shim runs (start the pod's sandbox container first): %w", c.id, podID, errdefs.ErrFailedPrecondition)
+	}
+	// An app container's airlock.dev annotations are ignored: the
+	// pod's sandbox has its isolation, network and secrets, and the
+	// CRI plugin copies the pod's annotations to every container.
+	c.pod, c.sb, c.name = p, p.sb, ContainerName(c.id)
+	root, err := vfs.NewRealFS(c.rootfs)
+	if err != nil {
+		return fmt.Errorf("task %s: serve its root: %w", c.id, err)
+	}
+	p.mu.Lock()
+	err = p.mount(c.name, root)
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("task %s: %w", c.id, err)
+	}
+	defer func() {
+		if err != nil {
+			c.leavePod()
+		}
+	}()
+	binds, err := s.podBinds(ctx, c, spec)
+	if err != nil {
+		return err
+	}
+	if err := c.sb.AddContainer(ctx, c.name, airlock.ContainerSpec{Root: podRoot + "/" + c.name, Binds: binds}); err != nil {
+		return fmt.Errorf("task %s: %w", c.id, err)
+	}
+	cmd.Container = c.name
+	return nil
+}
+
+// podBinds are the binds of an app container: its spec's bind mounts of
+// host paths (volumes), each served through the pod's table (a file's
+// directory, for a file), and the sandbox's own /etc/hosts,
+// /etc/hostname and /etc/resolv.conf where the spec asks for them.
+func (s *Service) podBinds(ctx context.Context, c *container, spec *specs.Spec) ([]airlock.ContainerBind, error) {
+	var binds []airlock.ContainerBind
+	for _, m := range spec.Mounts {
+		if m.Type != "bind" && !slices.Contains(m.Options, "bind") && !slices.Contains(m.Options, "rbind") {
+			continue
+		}
+		ro := slices.Contains(m.Options, "ro")
+		switch m.Destination {
+		case "/etc/hosts", "/etc/hostname", "/etc/resolv.conf":
+			if _, err := c.sb.Stat(ctx, m.Destination); err == nil {
+				binds = append(binds, airlock.ContainerBind{Source: m.Destination, Target: m.Destination, ReadOnly: ro})
+			}
+			continue
+		case "/dev/shm", "/dev/termination-log":
+			continue
+		}
+		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Destination) {
+			return nil, fmt.Errorf("task %s: bind mount %s on %s: both must be absolute paths", c.id, m.Source, m.Destination)
+		}
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: bind mount %s: %w", c.id, m.Source, err)
+		}
+		dir, file := m.Source, ""
+		if !fi.IsDir() {
+			dir, file = filepath.Dir(m.Source), filepath.Base(m.Source)
+		}
+		name, err := c.useVolume(dir)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: volume %s: %w", c.id, dir, err)
+		}
+		src := podRoot + "/" + name
+		if file != "" {
+			src += "/" + file
+		}
+		binds = append(binds, airlock.ContainerBind{Source: src, Target: m.Destination, ReadOnly: ro})
+	}
+	return binds, nil
+}
+
+// useVolume mounts host directory dir in the pod's table, once for all
+// the pod's containers that use it, and returns its name there.
+func (c *container) useVolume(dir string) (string, error) {
+	sum := sha256.Sum256([]byte(dir))
+	name := "vol-" + hex.EncodeToString(sum[:12])
+	c.pod.mu.Lock()
+	defer c.pod.mu.Unlock()
+	if c.pod.volumes[name] == 0 {
+		p, err := vfs.NewRealFS(dir)
+		if err != nil {
+			return "", err
+		}
+		if err := c.pod.mount(name, p); err != nil {
+			return "", err
+		}
+	}
+	c.pod.volumes[name]++
+	c.volumes = append(c.volumes, name)
+	return name, nil
+}
+
+// leavePod unmounts an app container's root and volumes from its pod's
+// table.
+func (c *container) leavePod() {
+	c.pod.mu.Lock()
+	defer c.pod.mu.Unlock()
+	c.pod.unmount(c.name)
+	for _, v := range c.volumes {
+		if c.pod.volumes[v]--; c.pod.volumes[v] <= 0 {
+			delete(c.pod.volumes, v)
+			c.pod.unmount(v)
+		}
+	}
+	c.volumes = nil
+}
+
+// ContainerName is the name in its pod's sandbox of app container id:
+// the id itself when the agent accepts it, else a digest of it.
+func ContainerName(id string) string {
+	if len(id) <= 64 && strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == "" && id != "." && id != ".." {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "c-" + hex.EncodeToString(sum[:])[:32]
+}
 
 // directMounts gives the sandbox the spec's bind mounts of host
 // directories and files (volumes), read-only when the spec says so. The
@@ -254,7 +482,14 @@ func directMounts(cfg *airlock.Config, s *specs.Spec) error {
 
 func (c *container) unmount() {
 	if c.mounted {
-		if err := mount.UnmountAll(c.rootfs, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := mount.UnmountAll(c.rootfs, 0)
+		if errors.Is(err, syscall.EBUSY) {
+			// A pod's sandbox may still be letting go of files of
+			// it that its container had open: detached, the mount
+			// goes when they are closed.
+			err = mount.UnmountAll(c.rootfs, unix.MNT_DETACH)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			slog.Warn("unmount a task's root", "task", c.id, "err", err)
 		}
 		c.mounted = false
@@ -285,7 +520,7 @@ func (s *Service) Start(ctx context.Context, r *taskapi.StartRequest) (*taskapi.
 func (s *Service) reportExit(c *container, p *proc) {
 	<-p.done
 	if p.id == "" {
-		c.sb.Close()
+		c.end()
 	}
 	st := p.status()
 	s.publish(s.ctx, runtime.TaskExitEventTopic, &eventstypes.TaskExit{
@@ -311,11 +546,15 @@ func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskap
 		s.mu.Unlock()
 		return &taskapi.DeleteResponse{Pid: p.pidForContainerd(), ExitStatus: st.exitCode, ExitedAt: protobuf.ToTimestamp(st.exitedAt)}, nil
 	}
-	c.sb.Close()
-	c.unmount()
+	c.end()
 	s.mu.Lock()
+	if c.pod != nil {
+		c.leavePod()
+	}
 	delete(s.containers, r.ID)
+	delete(s.pods, r.ID)
 	s.mu.Unlock()
+	c.unmount()
 	s.publish(ctx, runtime.TaskDeleteEventTopic, &eventstypes.TaskDelete{
 		ContainerID: c.id, Pid: p.pidForContainerd(), ExitStatus: st.exitCode, ExitedAt: protobuf.ToTimestamp(st.exitedAt),
 	})
@@ -342,6 +581,9 @@ func (s *Service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (*emp
 	cmd, err := command(ps)
 	if err != nil {
 		return nil, fmt.Errorf("exec %s in task %s: %w", r.ExecID, r.ID, err)
+	}
+	if c.pod != nil {
+		cmd.Container = c.name
 	}
 	s.mu.Lock()
 	if _, dup := c.execs[r.ExecID]; dup {
