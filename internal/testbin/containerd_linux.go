@@ -35,20 +35,32 @@ type Containerd struct {
 // dir, and env added to its environment (the shim's PATH, airlock's
 // variables), and waits until it answers.
 func StartContainerd(dir string, env ...string) (*Containerd, error) {
+	return StartContainerdCRI(dir, "", env...)
+}
+
+// StartContainerdCRI is StartContainerd with the CRI plugin on, and
+// cri, when not empty, the TOML of its configuration (its tables, under
+// [plugins."io.containerd.grpc.v1.cri"]).
+func StartContainerdCRI(dir, cri string, env ...string) (*Containerd, error) {
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
 		return nil, fmt.Errorf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %w", err)
 	}
 	c := &Containerd{Address: filepath.Join(dir, "containerd.sock")}
+	plugins := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
+	if cri != "" {
+		plugins = ""
+	}
 	config := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+%s
 [grpc]
   address = %q
 [ttrpc]
   address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
+%s
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), plugins, c.Address, c.Address+".ttrpc", cri)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		return nil, err
@@ -121,6 +133,12 @@ func (c *Containerd) Ctr(ctx context.Context, args ...string) (string, error) {
 // ImportBusybox imports a BusyboxImage with cfg as ref, through a
 // docker-save tarball in dir.
 func (c *Containerd) ImportBusybox(dir, ref string, cfg v1.Config) error {
+	return c.ImportBusyboxIn("default", dir, ref, cfg)
+}
+
+// ImportBusyboxIn is ImportBusybox into containerd namespace ns (the
+// CRI plugin's is "k8s.io").
+func (c *Containerd) ImportBusyboxIn(ns, dir, ref string, cfg v1.Config) error {
 	img, err := BusyboxImage(cfg)
 	if err != nil {
 		return err
@@ -133,7 +151,7 @@ func (c *Containerd) ImportBusybox(dir, ref string, cfg v1.Config) error {
 	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
 		return err
 	}
-	if out, err := c.Ctr(context.Background(), "image", "import", tarPath); err != nil {
+	if out, err := c.Ctr(context.Background(), "--namespace", ns, "image", "import", tarPath); err != nil {
 		return errors.Join(fmt.Errorf("ctr image import: %w", err), errors.New(out))
 	}
 	return nil

@@ -42,6 +42,13 @@ type daemon struct {
 // when the test ends.
 func startContainerd(t *testing.T) *daemon {
 	t.Helper()
+	return startContainerdCRI(t, nil)
+}
+
+// startContainerdCRI is startContainerd with the CRI plugin on, as cri
+// configures it given containerd's folder, when cri is not nil.
+func startContainerdCRI(t *testing.T, cri func(dir string) string) *daemon {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("containerd runs as root")
 	}
@@ -55,7 +62,11 @@ func startContainerd(t *testing.T) *daemon {
 	if err := os.WriteFile(filepath.Join(dir, "shim.json"), []byte(shimConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := testbin.StartContainerd(dir,
+	criConfig := ""
+	if cri != nil {
+		criConfig = cri(dir)
+	}
+	c, err := testbin.StartContainerdCRI(dir, criConfig,
 		"PATH="+bins.dir+":"+os.Getenv("PATH"),
 		"AIRLOCK_AGENT="+bins.agent,
 		"AIRLOCK_HOME="+filepath.Join(dir, "airlock"),

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/testbin"
+	"github.com/airlock-sandbox/airlock/internal/testnet"
 )
 
 // bins are what the tests built: the shim, in a directory of its own
@@ -19,7 +20,9 @@ var bins struct {
 	dir, shim, agent string
 }
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+// TestMain runs the tests in a network namespace of their own, with
+// testnet's stand-in internet in it, for the pods' egress.
+func TestMain(m *testing.M) { os.Exit(testnet.MainFunc(func() int { return testMain(m) })) }
 
 func testMain(m *testing.M) int {
 	dir, err := testbin.Dir("airlock-containerd-")
