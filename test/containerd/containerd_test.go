@@ -5,6 +5,7 @@ package containerd_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -262,6 +263,53 @@ func TestMemoryLimit(t *testing.T) {
 	if !strings.Contains(out, "survived 100000000") {
 		t.Errorf("100 MB without a limit: %q", out)
 	}
+}
+
+// TestPidsLimit runs a container whose spec limits its pids (ctr run
+// --config, with the spec ctr makes by default and a root of the host's
+// busybox): forks past the limit fail, and the container's shell says
+// so.
+func TestPidsLimit(t *testing.T) {
+	d := startContainerd(t)
+	out := d.ctr("oci", "spec")
+	var spec map[string]any
+	if err := json.Unmarshal([]byte(out), &spec); err != nil {
+		t.Fatalf("ctr oci spec: %v\n%s", err, out)
+	}
+	process := spec["process"].(map[string]any)
+	process["args"] = []string{"sh", "-c", "i=0; while [ $i -lt 80 ]; do sleep 60 & i=$((i+1)); done; echo started"}
+	process["env"] = []string{"PATH=/bin"}
+	process["terminal"] = false
+	linux := spec["linux"].(map[string]any)
+	linux["resources"] = map[string]any{"pids": map[string]any{"limit": 20}}
+	// With --config, ctr takes no image: the root is a directory of
+	// the host's busybox.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "/bin/busybox", filepath.Join(root, "bin")).CombinedOutput(); err != nil {
+		t.Skipf("no host busybox for the root: %v %s", err, out)
+	}
+	for _, a := range []string{"sh", "sleep"} {
+		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec["root"] = map[string]any{"path": root, "readonly": false}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = d.ctrErr("run", "--rm", "--config", path, "--runtime", ctrshim.RuntimeName, "t10")
+	if !strings.Contains(out, "can't fork") && !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Errorf("80 processes in a container of 20 pids: %v\n%s", err, out)
+	}
+	d.checkNothingLeft(t, "t10")
 }
 
 // TestBindMount gives a container a host directory, read-write and
