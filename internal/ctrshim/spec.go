@@ -37,6 +37,11 @@ const (
 	// in $ENV, and the node's secret NAME replaces it on the way to the
 	// hosts the node allows it.
 	AnnotationSecrets = "airlock.dev/secrets"
+	// AnnotationResources sizes the sandbox, as JSON in the form of the
+	// JSON-RPC create's "resources" (cpus, memory_mb, timeout_seconds),
+	// over the spec's limits: for a pod, whose containers share its
+	// sandbox, and whose sandbox container's spec carries none.
+	AnnotationResources = "airlock.dev/resources"
 )
 
 // What containerd's CRI plugin says of a container.
@@ -107,7 +112,7 @@ func sandboxConfig(node *NodeConfig, s *specs.Spec, rootfs string) (airlock.Conf
 		cfg.Isolation = airlock.IsolationProcess
 	}
 	a := s.Annotations
-	for _, k := range []string{AnnotationIsolation, AnnotationNetwork, AnnotationSecrets} {
+	for _, k := range []string{AnnotationIsolation, AnnotationNetwork, AnnotationSecrets, AnnotationResources} {
 		if len(a[k]) > maxAnnotation {
 			return cfg, fmt.Errorf("annotation %s is %d bytes, more than %d", k, len(a[k]), maxAnnotation)
 		}
@@ -142,6 +147,21 @@ func sandboxConfig(node *NodeConfig, s *specs.Spec, rootfs string) (airlock.Conf
 	}
 	if err := limits(&cfg, s); err != nil {
 		return cfg, err
+	}
+	if v := a[AnnotationResources]; v != "" {
+		var r airlock.Resources
+		if err := strictjson.Decode([]byte(v), &r); err != nil {
+			return cfg, fmt.Errorf("annotation %s: %w", AnnotationResources, err)
+		}
+		if r.CPUs != 0 {
+			cfg.Resources.CPUs = r.CPUs
+		}
+		if r.MemoryMB != 0 {
+			cfg.Resources.MemoryMB = r.MemoryMB
+		}
+		if r.TimeoutSeconds != 0 {
+			cfg.Resources.TimeoutSeconds = r.TimeoutSeconds
+		}
 	}
 	return cfg, nil
 }

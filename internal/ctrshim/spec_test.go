@@ -59,6 +59,12 @@ func TestSandboxConfigFromSpec(t *testing.T) {
 	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Isolation != airlock.IsolationProcess {
 		t.Errorf("annotated level: %q, %v", cfg.Isolation, err)
 	}
+	// The resources annotation wins over the spec's limits, where it
+	// says something.
+	s.Annotations[AnnotationResources] = `{"memory_mb": 4096, "timeout_seconds": 600}`
+	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Resources.MemoryMB != 4096 || cfg.Resources.CPUs != 1.5 || cfg.Resources.TimeoutSeconds != 600 {
+		t.Errorf("annotated resources: %+v, %v", cfg.Resources, err)
+	}
 }
 
 func TestSandboxConfigRefuses(t *testing.T) {
@@ -73,6 +79,7 @@ func TestSandboxConfigRefuses(t *testing.T) {
 		"a malformed secret pair":            {map[string]string{AnnotationSecrets: "K"}, "not ENV=NAME"},
 		"an unreadable secret":               {map[string]string{AnnotationSecrets: "K=a"}, "/nonexistent"},
 		"an unknown network field":           {map[string]string{AnnotationNetwork: `{"allow_everything": true}`}, "allow_everything"},
+		"an unknown resource":                {map[string]string{AnnotationResources: `{"gpus": 1}`}, "gpus"},
 		"a huge annotation":                  {map[string]string{AnnotationNetwork: strings.Repeat(" ", maxAnnotation+1)}, "more than"},
 	} {
 		t.Run(name, func(t *testing.T) {
