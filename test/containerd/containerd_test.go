@@ -452,6 +452,35 @@ func TestShimKilled(t *testing.T) {
 }
 
 // childrenOf lists the descendants of pid among procs.
+// TestPodShimKilled kills a pod's shim with SIGKILL: containerd sees
+// every task of the pod end, and cleans up after each of them through
+// the shim's delete; nothing of the pod is left.
+func TestPodShimKilled(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, "--annotation", "io.kubernetes.cri.container-type=sandbox", testImage, "kpod", "sleep", "300")
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, "--annotation", "io.kubernetes.cri.container-type=container",
+		"--annotation", "io.kubernetes.cri.sandbox-id=kpod", testImage, "kapp", "sleep", "300")
+	procs, shimPid := shimOf(t, "kpod")
+	agents := childrenOf(procs, shimPid)
+	if err := syscall.Kill(shimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !testbin.WaitFor(time.Minute, func() bool {
+		out, _ := d.ctrErr("task", "ls")
+		return !strings.Contains(out, "RUNNING")
+	}) {
+		t.Fatalf("containerd still lists the pod's tasks as running:\n%s", d.ctr("task", "ls"))
+	}
+	if !testbin.WaitFor(30*time.Second, func() bool { return !slices.ContainsFunc(agents, testbin.Alive) }) {
+		t.Errorf("the pod's sandbox processes %v outlived their shim", agents)
+	}
+	for _, id := range []string{"kapp", "kpod"} {
+		d.ctrErr("task", "delete", id)
+		d.ctr("container", "rm", id)
+		d.checkNothingLeft(t, id)
+	}
+}
+
 // shimOf finds the shim process that serves task id, and returns it
 // with the host's processes.
 func shimOf(t *testing.T, id string) (map[int]string, int) {
