@@ -13,6 +13,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/containerd/containerd/pkg/shutdown"
 	"github.com/containerd/containerd/plugin"
@@ -22,6 +24,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-info" || os.Args[1] == "--info") {
+		// containerd 2.x's runtime introspection, which the 1.7
+		// shim library this is built on does not know.
+		if err := ctrshim.WriteInfo(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "containerd-shim-airlock-v2 -info:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	plugin.Register(&plugin.Registration{
 		Type:     plugin.TTRPCPlugin,
 		ID:       "task",

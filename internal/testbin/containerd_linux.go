@@ -31,6 +31,10 @@ type Containerd struct {
 	log  bytes.Buffer
 }
 
+// ContainerdEnv, when set, is the containerd binary that StartContainerd
+// runs, rather than the one on PATH.
+const ContainerdEnv = "AIRLOCK_TEST_CONTAINERD"
+
 // StartContainerd starts containerd with its state in the new folder
 // dir, and env added to its environment (the shim's PATH, airlock's
 // variables), and waits until it answers.
@@ -42,9 +46,12 @@ func StartContainerd(dir string, env ...string) (*Containerd, error) {
 // cri, when not empty, the TOML of its configuration (its tables, under
 // [plugins."io.containerd.grpc.v1.cri"]).
 func StartContainerdCRI(dir, cri string, env ...string) (*Containerd, error) {
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		return nil, fmt.Errorf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %w", err)
+	bin := os.Getenv(ContainerdEnv)
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("containerd"); err != nil {
+			return nil, fmt.Errorf("no containerd: run scripts/deps.sh (as root), or apt-get install containerd: %w", err)
+		}
 	}
 	c := &Containerd{Address: filepath.Join(dir, "containerd.sock")}
 	plugins := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`

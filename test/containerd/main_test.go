@@ -8,6 +8,7 @@ package containerd_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/testbin"
@@ -24,19 +25,29 @@ var bins struct {
 // testnet's stand-in internet in it, for the pods' egress.
 func TestMain(m *testing.M) { os.Exit(testnet.MainFunc(func() int { return testMain(m) })) }
 
+// binsEnv names, in a re-run of the tests (TestContainerd2), the folder
+// of the binaries the first run built.
+const binsEnv = "AIRLOCK_CONTAINERD_TEST_BINS"
+
 func testMain(m *testing.M) int {
-	dir, err := testbin.Dir("airlock-containerd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
+	dir := os.Getenv(binsEnv)
+	if dir != "" {
+		bins.dir = dir
+		bins.shim, bins.agent = filepath.Join(dir, "containerd-shim-airlock-v2"), filepath.Join(dir, "airlock-guest")
+	} else {
+		var err error
+		if dir, err = testbin.Dir("airlock-containerd-"); err != nil {
+			fmt.Fprintln(os.Stderr, "TestMain:", err)
+			return 2
+		}
+		defer os.RemoveAll(dir)
+		built, err := testbin.Build(dir, "containerd-shim-airlock-v2", "airlock-guest")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "TestMain:", err)
+			return 2
+		}
+		bins.dir, bins.shim, bins.agent = dir, built[0], built[1]
 	}
-	defer os.RemoveAll(dir)
-	built, err := testbin.Build(dir, "containerd-shim-airlock-v2", "airlock-guest")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "TestMain:", err)
-		return 2
-	}
-	bins.dir, bins.shim, bins.agent = dir, built[0], built[1]
 	// For the tests' own sandboxes, which find out which levels work.
 	home, err := os.MkdirTemp(dir, "home-")
 	if err != nil {
