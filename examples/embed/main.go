@@ -5,13 +5,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -43,16 +43,18 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println(res.ExitCode, strings.TrimSpace(string(res.Stdout)), res.KilledBy)
 
+	pr, pw := io.Pipe()
 	p, err := sb.Start(ctx, airlock.Command{ // streaming
 		Argv:   []string{"python3", "-u", "-c", "print(input(), flush=True); import time; time.sleep(60)"},
-		Stdout: os.Stdout, Stderr: io.Discard, OpenStdin: true, Timeout: time.Minute,
+		Stdout: pw, Stderr: io.Discard, OpenStdin: true, Timeout: time.Minute,
 	})
 	if err != nil {
 		return err
 	}
 	p.WriteStdin([]byte("go\n"))
 	p.CloseStdin()
-	time.Sleep(500 * time.Millisecond)
+	line, _ := bufio.NewReader(pr).ReadString('\n') // as it comes
+	fmt.Print(line)
 	p.Signal(syscall.SIGINT) // or cancel ctx, or p.Kill()
 	res, err = p.Wait()
 	if err != nil {
