@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,9 @@ const UnprivilegedUser = "airlock-test"
 
 // Result is the outcome of one top-level test of a re-run.
 type Result struct {
-	Status string // PASS, FAIL or SKIP
-	Log    string // what it printed
+	Status   string        // PASS, FAIL or SKIP
+	Log      string        // what it printed
+	Duration time.Duration // how long it took, as go test said
 }
 
 // RerunUnprivileged runs the tests that pattern selects again, as
@@ -112,6 +114,8 @@ func Rerun(t *testing.T, o RerunOptions) map[string]Result {
 		r := results[name]
 		failed = failed || r.Status == "FAIL"
 		t.Run(name, func(t *testing.T) {
+			// Seen with -v: where a re-run's time goes.
+			t.Logf("took %s in %s", r.Duration.Round(10*time.Millisecond), who)
 			switch r.Status {
 			case "FAIL":
 				t.Errorf("failed in %s:\n%s", who, r.Log)
@@ -138,7 +142,7 @@ func unprivilegedUser() (*user.User, error) {
 }
 
 var (
-	resultLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(`)
+	resultLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
 	headerLine = regexp.MustCompile(`^=== (?:RUN|CONT|NAME|PAUSE)\s+(\S+)`)
 )
 
@@ -158,7 +162,8 @@ func parseTestOutput(s string) map[string]Result {
 		}
 		if m := resultLine.FindStringSubmatch(l); m != nil {
 			cur = m[2]
-			out[cur] = Result{Status: m[1]}
+			secs, _ := strconv.ParseFloat(m[3], 64)
+			out[cur] = Result{Status: m[1], Duration: time.Duration(secs * float64(time.Second))}
 			continue
 		}
 		if strings.HasPrefix(l, "    ") && cur != "" {

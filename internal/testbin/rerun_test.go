@@ -1,6 +1,9 @@
 package testbin
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestEnded(t *testing.T) {
 	out := "=== RUN   TestA\n--- PASS: TestA (1.50s)\n    --- PASS: TestA/sub (1.00s)\n=== RUN   TestB\n" +
@@ -8,5 +11,29 @@ func TestEnded(t *testing.T) {
 	want := "--- PASS: TestA (1.50s)\npanic: test timed out after 15m0s\n\trunning tests:\n\t\tTestB (14m58s)\n\n"
 	if got := ended(out); got != want {
 		t.Errorf("ended =\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestParseTestOutput reads go test -v output as Rerun does: each
+// top-level test's verdict, what it logged, and how long it took.
+func TestParseTestOutput(t *testing.T) {
+	out := parseTestOutput(`=== RUN   TestA
+    a_test.go:1: said
+--- PASS: TestA (12.34s)
+=== RUN   TestB
+=== RUN   TestB/sub
+--- FAIL: TestB (0.50s)
+    --- FAIL: TestB/sub (0.40s)
+        b_test.go:2: broke
+--- SKIP: TestC (0.00s)
+`)
+	if a := out["TestA"]; a.Status != "PASS" || a.Duration != 12340*time.Millisecond || a.Log != "    a_test.go:1: said\n" {
+		t.Errorf("TestA: %+v", a)
+	}
+	if b := out["TestB"]; b.Status != "FAIL" || b.Duration != 500*time.Millisecond {
+		t.Errorf("TestB: %+v", b)
+	}
+	if c := out["TestC"]; c.Status != "SKIP" || len(out) != 3 {
+		t.Errorf("TestC: %+v, all: %v", c, out)
 	}
 }
