@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/fsctx"
 )
 
 // overlayLayersMain serves agentproto.OverlayLayersArg: args are the
@@ -72,33 +72,15 @@ func overlayOfTrees(trees []*os.File) (*os.File, error) {
 			return nil, fmt.Errorf("attach the idmapped layer %s: %w", tree.Name(), err)
 		}
 		if err := unix.FsconfigSetString(fsfd, "lowerdir+", at); err != nil {
-			return nil, fmt.Errorf("give the overlay its layer %s (needs Linux 6.8): %w%s", tree.Name(), err, fsLog(fsfd))
+			return nil, fmt.Errorf("give the overlay its layer %s (needs Linux 6.8): %w", tree.Name(), fsctx.Err(fsfd, err))
 		}
 	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return nil, fmt.Errorf("create the overlay of %d idmapped layers: %w%s", len(trees), err, fsLog(fsfd))
+		return nil, fmt.Errorf("create the overlay of %d idmapped layers: %w", len(trees), fsctx.Err(fsfd, err))
 	}
 	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return nil, fmt.Errorf("mount the overlay of %d idmapped layers: %w", len(trees), err)
 	}
 	return os.NewFile(uintptr(mfd), "overlay"), nil
-}
-
-// fsLog returns what the kernel said about a failed fsconfig of fsfd
-// (its filesystem context's messages), as text to append to an error.
-func fsLog(fsfd int) string {
-	var out []string
-	buf := make([]byte, 512)
-	for range 8 {
-		n, err := unix.Read(fsfd, buf)
-		if err != nil || n <= 0 {
-			break
-		}
-		out = append(out, strings.TrimSpace(string(buf[:n])))
-	}
-	if len(out) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(out, "; ") + ")"
 }

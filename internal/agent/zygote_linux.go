@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/fdpass"
 )
 
 // The spawner ("zygote") is a second copy of the agent binary that runs as
@@ -370,7 +371,7 @@ func (z *zserver) serve() {
 		if err != nil || n == 0 {
 			return // the agent is gone; the namespace dies with us
 		}
-		fds := parseRights(oob[:oobn])
+		fds := fdpass.Rights(oob[:oobn])
 		var m zmsg
 		if err := agentproto.Unmarshal(buf[:n], &m); err != nil {
 			closeAll(fds)
@@ -411,20 +412,6 @@ func (z *zserver) reapLoop() {
 		}
 	}
 }
-func parseRights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, cm := range msgs {
-		if r, err := unix.ParseUnixRights(&cm); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
-}
-
 func closeAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)

@@ -21,9 +21,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/fsctx"
 )
 
 // Spec describes a disk.
@@ -256,13 +257,13 @@ func mountExt4(dev string, setID bool) (*os.File, error) {
 	}
 	defer unix.Close(fs)
 	if err := unix.FsconfigSetString(fs, "source", dev); err != nil {
-		return nil, fmt.Errorf("mount the disk: source %s: %w", dev, fsError(fs, err))
+		return nil, fmt.Errorf("mount the disk: source %s: %w", dev, fsctx.Err(fs, err))
 	}
 	if err := unix.FsconfigSetFlag(fs, "noinit_itable"); err != nil {
-		return nil, fmt.Errorf("mount the disk: %w", fsError(fs, err))
+		return nil, fmt.Errorf("mount the disk: %w", fsctx.Err(fs, err))
 	}
 	if err := unix.FsconfigCreate(fs); err != nil {
-		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsError(fs, err))
+		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsctx.Err(fs, err))
 	}
 	attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 	if setID {
@@ -270,24 +271,7 @@ func mountExt4(dev string, setID bool) (*os.File, error) {
 	}
 	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attrs)
 	if err != nil {
-		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsError(fs, err))
+		return nil, fmt.Errorf("mount the disk on %s: %w", dev, fsctx.Err(fs, err))
 	}
 	return os.NewFile(uintptr(m), dev), nil
-}
-
-// fsError adds to err what the filesystem said about it on its context.
-func fsError(fs int, err error) error {
-	var msgs []string
-	buf := make([]byte, 256)
-	for range 8 {
-		n, rerr := unix.Read(fs, buf)
-		if rerr != nil || n <= 0 {
-			break
-		}
-		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
-	}
-	if len(msgs) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w (%s)", err, strings.Join(msgs, "; "))
 }

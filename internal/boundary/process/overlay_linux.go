@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/fdpass"
 )
 
 // errNotOverlay says that a root directory is not an overlay's mount
@@ -137,34 +138,19 @@ func idmapOverlay(bin *os.File, layers []string, userns *os.File) (_ *os.File, e
 	}()
 	msg := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(ours.Fd()), msg, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, flags, _, err := unix.Recvmsg(int(ours.Fd()), msg, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("receive the overlay: %w", err)
 	}
-	if fds := receivedFDs(oob[:oobn]); len(fds) == 1 {
+	fds := fdpass.Rights(oob[:oobn])
+	if len(fds) == 1 && flags&unix.MSG_CTRUNC == 0 {
 		return os.NewFile(uintptr(fds[0]), "overlay"), nil
-	} else {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 	if n == 0 {
 		return nil, errors.New("the overlay's maker sent nothing")
 	}
 	return nil, errors.New(string(msg[:n]))
-}
-
-// receivedFDs are the descriptors an SCM_RIGHTS message carried.
-func receivedFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if got, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/internal/boundary"
+	"github.com/airlock-sandbox/airlock/internal/fdpass"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
@@ -118,14 +119,7 @@ func (h *hostVFS) serve() {
 // serveOne serves the mount that message msg with control data oob hands
 // over.
 func (h *hostVFS) serveOne(msg, oob []byte, flags int) error {
-	var fds []int
-	if cmsgs, err := unix.ParseSocketControlMessage(oob); err == nil {
-		for i := range cmsgs {
-			if got, err := unix.ParseUnixRights(&cmsgs[i]); err == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
+	fds := fdpass.Rights(oob)
 	if len(fds) != 1 || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 		for _, fd := range fds {
 			unix.Close(fd)
