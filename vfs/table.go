@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,10 +23,12 @@ import (
 // It is safe for concurrent use; an operation under way when its mount
 // is unmounted finishes on the provider it started on.
 type MountTable struct {
+	// cur is the router of the current mounts: read without a lock on
+	// every operation, replaced whole (under mu) on every change.
+	cur      atomic.Pointer[mountRouter]
 	mu       sync.Mutex
 	mounts   map[string]tableEntry
 	next     uint64
-	cur      *mountRouter
 	watchers map[int]*tableWatcher
 	nextW    int
 }
@@ -114,7 +116,7 @@ func (t *MountTable) rebuild() {
 	}
 	// Longest first, as route wants; the root last.
 	sortMounts(r.mounts)
-	t.cur = r
+	t.cur.Store(r)
 	for _, w := range t.watchers {
 		w.stop()
 		w.stop = r.Watch(w.fn)
@@ -128,11 +130,7 @@ func (t *MountTable) changed(p string) {
 	}
 }
 
-func (t *MountTable) router() *mountRouter {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.cur
-}
+func (t *MountTable) router() *mountRouter { return t.cur.Load() }
 
 // Watch implements Watcher.
 func (t *MountTable) Watch(fn func(path string)) (stop func()) {
@@ -140,7 +138,7 @@ func (t *MountTable) Watch(fn func(path string)) (stop func()) {
 	defer t.mu.Unlock()
 	id := t.nextW
 	t.nextW++
-	t.watchers[id] = &tableWatcher{fn: fn, stop: t.cur.Watch(fn)}
+	t.watchers[id] = &tableWatcher{fn: fn, stop: t.cur.Load().Watch(fn)}
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -198,16 +196,10 @@ func (t *MountTable) Link(ctx context.Context, oldPath, newPath string) error {
 }
 
 func (t *MountTable) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
-	if path.Clean("/"+p) == "/" {
-		return syscall.EROFS
-	}
 	return t.router().Chmod(ctx, p, mode)
 }
 
 func (t *MountTable) Chown(ctx context.Context, p string, uid, gid int) error {
-	if path.Clean("/"+p) == "/" {
-		return syscall.EROFS
-	}
 	return t.router().Chown(ctx, p, uid, gid)
 }
 
@@ -216,9 +208,6 @@ func (t *MountTable) Truncate(ctx context.Context, p string, size int64) error {
 }
 
 func (t *MountTable) Utimens(ctx context.Context, p string, atime, mtime *time.Time) error {
-	if path.Clean("/"+p) == "/" {
-		return syscall.EROFS
-	}
 	return t.router().Utimens(ctx, p, atime, mtime)
 }
 

@@ -68,6 +68,9 @@ func TestMountTable(t *testing.T) {
 	if err := tab.Mkdir(ctx, "/c", 0o755); err == nil {
 		t.Error("a directory was made in the table's root")
 	}
+	if err := tab.Chmod(ctx, "/", 0o777); err == nil {
+		t.Error("the table's root was chmodded")
+	}
 	if err := tab.Remove(ctx, "/a"); !errors.Is(err, syscall.EBUSY) {
 		t.Errorf("remove a mount point: %v, want EBUSY", err)
 	}
