@@ -14,7 +14,7 @@ func validContainer(r *agentproto.ContainerRequest) error {
 	if r == nil {
 		return errors.New("no container request")
 	}
-	if n := r.Name; n == "" || len(n) > 64 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" || n == "." || n == ".." {
+	if !agentproto.ValidContainerName(r.Name) {
 		return fmt.Errorf("container name %q: use 1-64 letters, digits, '.', '-' or '_'", r.Name)
 	}
 	if r.Remove {

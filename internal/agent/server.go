@@ -176,27 +176,38 @@ func (s *server) container(c *agentproto.Conn, r *agentproto.ContainerRequest) e
 		return replyErr(c, agentproto.Errorf(agentproto.CodeUnsupported, "this sandbox cannot have containers"))
 	}
 	s.cmu.Lock()
-	defer s.cmu.Unlock()
 	old, exists := s.containers[r.Name]
-	if r.Remove {
-		if !exists {
-			return replyErr(c, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s", r.Name)))
-		}
-		old.Stop()
+	switch {
+	case r.Remove && (!exists || old == nil):
+		s.cmu.Unlock()
+		return replyErr(c, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s (or it is still starting)", r.Name)))
+	case r.Remove:
 		delete(s.containers, r.Name)
+		s.cmu.Unlock()
+		old.Stop()
 		return c.Write(agentproto.Msg{K: agentproto.KEnd})
-	}
-	if exists {
+	case exists:
+		s.cmu.Unlock()
 		return replyErr(c, agentproto.Errorf(agentproto.CodeExists, fmt.Sprintf("container %s exists", r.Name)))
-	}
-	if len(s.containers) >= maxContainers {
+	case len(s.containers) >= maxContainers:
+		s.cmu.Unlock()
 		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("a sandbox has at most %d containers", maxContainers)))
 	}
+	// The name is taken (nil: starting) while its spawner starts, which
+	// takes a while; commands in other containers do not wait for it.
+	s.containers[r.Name] = nil
+	s.cmu.Unlock()
 	sp, err := s.newContainer(r.Root, r.Binds)
+	s.cmu.Lock()
+	if err != nil {
+		delete(s.containers, r.Name)
+	} else {
+		s.containers[r.Name] = sp
+	}
+	s.cmu.Unlock()
 	if err != nil {
 		return replyErr(c, agentproto.Errorf(agentproto.CodeStart, fmt.Sprintf("start container %s: %v", r.Name, err)))
 	}
-	s.containers[r.Name] = sp
 	return c.Write(agentproto.Msg{K: agentproto.KEnd})
 }
 
@@ -207,9 +218,9 @@ func (s *server) spawnerFor(name string) (Spawner, error) {
 	}
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	sp, ok := s.containers[name]
-	if !ok {
-		return nil, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s", name))
+	sp := s.containers[name]
+	if sp == nil {
+		return nil, agentproto.Errorf(agentproto.CodeNotFound, fmt.Sprintf("no container %s (or it is still starting)", name))
 	}
 	return sp, nil
 }

@@ -88,6 +88,20 @@ type Bind struct {
 	ReadOnly bool `cbor:"ro,omitempty"`
 }
 
+// ValidContainerName reports whether name can name a container: 1-64
+// letters, digits, '.', '-' or '_', not "." or "..".
+func ValidContainerName(name string) bool {
+	if name == "" || len(name) > 64 || name == "." || name == ".." {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // MaxContainerBinds bounds a container's binds.
 const MaxContainerBinds = 64
 

@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +37,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/agentproto"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -447,7 +447,7 @@ func (c *container) leavePod() {
 // ContainerName is the name in its pod's sandbox of app container id:
 // the id itself when the agent accepts it, else a digest of it.
 func ContainerName(id string) string {
-	if len(id) <= 64 && strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == "" && id != "." && id != ".." {
+	if agentproto.ValidContainerName(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
