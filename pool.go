@@ -160,6 +160,12 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 			}
 			p.fill()
 			p.mu.Unlock()
+			if !ended && !e.sb.answers() {
+				ended = true
+				p.mu.Lock()
+				p.discarded++
+				p.mu.Unlock()
+			}
 			if ended {
 				p.discard(e.sb)
 				continue
@@ -361,6 +367,38 @@ func (p *Pool) watch(e *pooledSandbox) {
 func (p *Pool) discard(sb *Sandbox) {
 	p.log.Warn("pool: a ready sandbox ended before it was handed out; it is discarded and replaced", "sandbox", sb.ID(), "reason", sb.Err())
 	_ = sb.Close()
+}
+
+// poolPingWait bounds how long Get waits for a ready sandbox's agent to
+// answer before it hands the sandbox out anyway.
+const poolPingWait = time.Second
+
+// answers reports whether the sandbox's agent answers a ping on its
+// channel, so that Get never hands out a sandbox whose agent has just
+// died: its death closed the channel, but ended sees that only once the
+// multiplexer has read the end, and the backend's Done only once the
+// exit is reaped, both in goroutines of their own that a busy machine
+// may not have run yet. The ping makes the multiplexer meet the closed
+// channel now. A slow agent is not a dead one: one that has not answered
+// within poolPingWait is handed out, and the caller's requests end with
+// their own deadlines if it never does. The ping's goroutine ends with
+// its answer or with the session.
+func (s *Sandbox) answers() bool {
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.sess.Ping()
+		res <- err
+	}()
+	t := time.NewTimer(poolPingWait)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err == nil
+	case <-s.b.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // ended reports whether the sandbox has stopped, or its agent has died

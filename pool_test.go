@@ -221,9 +221,11 @@ func TestPoolKilledRaceNeverHandedOut(t *testing.T) {
 		if err := syscall.Kill(victim.PID(), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		// The agent's exit is seen by the backend, asynchronously.
-		waitFor(time.Second, func() bool { return !alive(victim.PID()) })
-		time.Sleep(10 * time.Millisecond)
+		// Dead, but not yet reaped nor read as the end of its channel
+		// by the supervisor's goroutines, or only just.
+		if !waitFor(10*time.Second, func() bool { return !alive(victim.PID()) }) {
+			t.Fatalf("sandbox %s: its agent outlived SIGKILL for 10 s", victim.ID())
+		}
 		sb, err := p.Get(ctx)
 		if err != nil {
 			t.Fatalf("get %d: %v", i, err)
