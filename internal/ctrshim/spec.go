@@ -50,6 +50,15 @@ const (
 	annotationSandboxID     = "io.kubernetes.cri.sandbox-id"
 	containerTypeSandbox    = "sandbox"
 	containerTypeContainer  = "container"
+	// The pod's size, on its sandbox container: the sums of its
+	// containers' limits that the kubelet gives in RunPodSandbox
+	// (PodSandboxConfig.linux.resources), which the CRI plugin of
+	// containerd 1.7 and 2.x copies here for runtimes that size a
+	// sandbox for the whole pod. Memory in bytes; CPU as a CFS quota
+	// and period in µs. Absent or 0: some container has no limit.
+	annotationSandboxMemory    = "io.kubernetes.cri.sandbox-memory"
+	annotationSandboxCPUQuota  = "io.kubernetes.cri.sandbox-cpu-quota"
+	annotationSandboxCPUPeriod = "io.kubernetes.cri.sandbox-cpu-period"
 )
 
 // Bounds on what a spec may ask of the shim.
@@ -148,6 +157,11 @@ func sandboxConfig(node *NodeConfig, s *specs.Spec, rootfs string) (airlock.Conf
 	if err := limits(&cfg, s); err != nil {
 		return cfg, err
 	}
+	if a[annotationContainerType] == containerTypeSandbox {
+		if err := podSize(&cfg, a); err != nil {
+			return cfg, err
+		}
+	}
 	if v := a[AnnotationResources]; v != "" {
 		var r airlock.Resources
 		if err := strictjson.Decode([]byte(v), &r); err != nil {
@@ -173,19 +187,69 @@ func limits(cfg *airlock.Config, s *specs.Spec) error {
 	}
 	r := s.Linux.Resources
 	if m := r.Memory; m != nil && m.Limit != nil && *m.Limit > 0 {
-		// airlock counts in MiB: round up, never below what was asked.
-		cfg.Resources.MemoryMB = *m.Limit >> 20
-		if *m.Limit&(1<<20-1) != 0 {
-			cfg.Resources.MemoryMB++
-		}
+		cfg.Resources.MemoryMB = memoryMB(*m.Limit)
 	}
 	if c := r.CPU; c != nil && c.Quota != nil && *c.Quota > 0 && c.Period != nil && *c.Period > 0 {
-		cfg.Resources.CPUs = math.Ceil(float64(*c.Quota)/float64(*c.Period)*100) / 100
+		cfg.Resources.CPUs = cpus(*c.Quota, int64(*c.Period))
 	}
 	if p := r.Pids; p != nil && p.Limit != nil && *p.Limit > 0 {
 		// The spec counts the container's tasks; airlock's limit also
 		// counts its own spawner's threads.
 		cfg.PidsLimit = max(min(*p.Limit, math.MaxInt32)+agentproto.SpawnerTasks, airlock.MinPidsLimit)
+	}
+	return nil
+}
+
+// memoryMB is a limit of n bytes in airlock's MiB, rounded up: never
+// below what was asked.
+func memoryMB(n int64) int64 {
+	mb := n >> 20
+	if n&(1<<20-1) != 0 {
+		mb++
+	}
+	return mb
+}
+
+// cpus is a CFS quota over its period as airlock's CPUs, rounded up to
+// a hundredth.
+func cpus(quota, period int64) float64 {
+	return math.Ceil(float64(quota)/float64(period)*100) / 100
+}
+
+// podSize sizes a pod's sandbox from the pod's limits, the sums of its
+// containers' that the CRI plugin puts on the sandbox container (see
+// annotationSandboxMemory): its containers share the sandbox, so the
+// sandbox holds them all to their sum, as one VM per pod does. A
+// container's own limit is not held apart from its pod's.
+func podSize(cfg *airlock.Config, a map[string]string) error {
+	num := func(k string) (int64, error) {
+		v := a[k]
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("annotation %s: %q is not a number of at least 0", k, v)
+		}
+		return n, nil
+	}
+	mem, err := num(annotationSandboxMemory)
+	if err != nil {
+		return err
+	}
+	if mem > 0 {
+		cfg.Resources.MemoryMB = memoryMB(mem)
+	}
+	quota, err := num(annotationSandboxCPUQuota)
+	if err != nil {
+		return err
+	}
+	period, err := num(annotationSandboxCPUPeriod)
+	if err != nil {
+		return err
+	}
+	if quota > 0 && period > 0 {
+		cfg.Resources.CPUs = cpus(quota, period)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,6 +65,48 @@ func TestSandboxConfigFromSpec(t *testing.T) {
 	s.Annotations[AnnotationResources] = `{"memory_mb": 4096, "timeout_seconds": 600}`
 	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Resources.MemoryMB != 4096 || cfg.Resources.CPUs != 1.5 || cfg.Resources.TimeoutSeconds != 600 {
 		t.Errorf("annotated resources: %+v, %v", cfg.Resources, err)
+	}
+}
+
+// TestPodSize: a pod's sandbox container carries the pod's size, the
+// sums of its containers' limits, which size the sandbox; the same
+// annotations on an app container size nothing, and airlock's own
+// resources annotation still wins.
+func TestPodSize(t *testing.T) {
+	node := &NodeConfig{}
+	s := &specs.Spec{
+		Process: &specs.Process{Args: []string{"pause"}},
+		Annotations: map[string]string{
+			annotationContainerType:    containerTypeSandbox,
+			annotationSandboxMemory:    strconv.Itoa(96<<20 + 1),
+			annotationSandboxCPUQuota:  "50000",
+			annotationSandboxCPUPeriod: "100000",
+		},
+	}
+	cfg, err := sandboxConfig(node, s, "/rootfs")
+	if err != nil || cfg.Resources.MemoryMB != 97 || cfg.Resources.CPUs != 0.5 {
+		t.Errorf("a pod's sandbox: %+v, %v; want 97 MiB and 0.5 CPUs", cfg.Resources, err)
+	}
+	// 0: some container has no limit, and the pod none.
+	s.Annotations[annotationSandboxMemory] = "0"
+	s.Annotations[annotationSandboxCPUQuota] = "0"
+	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Resources.MemoryMB != 0 || cfg.Resources.CPUs != 0 {
+		t.Errorf("a pod without limits: %+v, %v", cfg.Resources, err)
+	}
+	s.Annotations[annotationSandboxMemory] = strconv.Itoa(96 << 20)
+	s.Annotations[AnnotationResources] = `{"memory_mb": 2048}`
+	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Resources.MemoryMB != 2048 {
+		t.Errorf("the resources annotation over the pod's size: %+v, %v", cfg.Resources, err)
+	}
+	s.Annotations[annotationContainerType] = containerTypeContainer
+	delete(s.Annotations, AnnotationResources)
+	if cfg, err := sandboxConfig(node, s, "/rootfs"); err != nil || cfg.Resources.MemoryMB != 0 {
+		t.Errorf("an app container's copy of the pod's size: %+v, %v", cfg.Resources, err)
+	}
+	s.Annotations[annotationContainerType] = containerTypeSandbox
+	s.Annotations[annotationSandboxMemory] = "-1"
+	if _, err := sandboxConfig(node, s, "/rootfs"); err == nil || !strings.Contains(err.Error(), annotationSandboxMemory) {
+		t.Errorf("a negative pod size: %v", err)
 	}
 }
 

@@ -46,7 +46,8 @@ func criConfig(dir string) string {
 // two containers created and started in it, ExecSync, StopPodSandbox and
 // RemovePodSandbox. The containers see each other's files in a shared
 // volume; the pod's egress policy, from its annotations, lets a command
-// reach the allowed host of the test's network and no other; nothing is
+// reach the allowed host of the test's network and no other; the pod's
+// size, the sum of its containers' limits, holds its memory; nothing is
 // left behind.
 func TestCRI(t *testing.T) {
 	w := testnet.Start(t)
@@ -75,9 +76,14 @@ func TestCRI(t *testing.T) {
 		Hostname:     "agent-pod",
 		LogDirectory: logs,
 		Annotations:  map[string]string{ctrshim.AnnotationNetwork: network},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-		}},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+			},
+			// The sum of the containers' limits, as the kubelet
+			// gives it: the pod's sandbox is held to it.
+			Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 96 << 20},
+		},
 	}
 	pod, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: "airlock"})
 	if err != nil {
@@ -151,6 +157,19 @@ func TestCRI(t *testing.T) {
 	}
 	if n := w.Reached(testnet.Other); n != 0 {
 		t.Errorf("%s was reached %d times, want never", testnet.Other, n)
+	}
+
+	// The pod's memory: 30 MB fits in its 96 MiB, 200 MB does not
+	// (a sandbox without a limit has 1 GiB or a quarter of the host's).
+	hold := func(n int) string {
+		r := execIn(ids[1], "sh", "-c", fmt.Sprintf(`x=$(busybox head -c %d /dev/zero | busybox tr '\0' a); echo survived ${#x}`, n))
+		return fmt.Sprintf("exit %d: %s%s", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if out := hold(30_000_000); !strings.Contains(out, "survived 30000000") {
+		t.Errorf("30 MB in a pod of 96 MiB: %s", out)
+	}
+	if out := hold(200_000_000); strings.Contains(out, "survived") {
+		t.Errorf("200 MB in a pod of 96 MiB: %s", out)
 	}
 
 	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
