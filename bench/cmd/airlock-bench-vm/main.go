@@ -4,8 +4,9 @@
 // next to the process level, in one run: time to interactive of a new
 // sandbox (its create and its first command), from the host's root, from
 // an image and from a warm pool; the exec round trip in a running
-// sandbox; the wall time of `python3 -c 'print(1)'` in one; and the host
-// memory an idle sandbox holds. With gvisor among the levels it times a
+// sandbox, and under it, timed inside one, a shell's own fork, exec and
+// wait of `/bin/true`; the wall time of `python3 -c 'print(1)'` in one;
+// and the host memory an idle sandbox holds. With gvisor among the levels it times a
 // bare `runsc do true` too. It names the accelerator (KVM or TCG) the VMs
 // ran on, prints a Markdown table and writes the numbers as JSON.
 //
@@ -102,6 +103,7 @@ func main() {
 				return poolTTI(ctx, withImage, *runs)
 			},
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return execRT(ctx, lv, *execRuns) },
+			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return spawnFloor(ctx, lv, *runs) },
 			func(ctx context.Context, lv airlock.Isolation) (*series, error) { return idleMemory(ctx, lv, *idle) },
 		} {
 			s, err := m(ctx, lv)
@@ -211,6 +213,35 @@ func execRT(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
 		}
 		if i >= 10 {
 			s.Samples = append(s.Samples, ms(time.Since(start)))
+		}
+	}
+	return s, nil
+}
+
+// spawnFloor times, inside one running sandbox, a shell starting
+// `/bin/true` and waiting for it (fork, exec, exit, wait), per start,
+// over loops of 20: the boundary's own cost of running a program, under
+// any exec round trip (the agent's spawner forks, execs and waits too).
+// A sample is one loop's mean, timed inside the sandbox.
+func spawnFloor(ctx context.Context, lv airlock.Isolation, n int) (*series, error) {
+	s := &series{Level: string(lv), What: "inside the sandbox: a shell's fork, exec and wait of `/bin/true`", Unit: "ms"}
+	sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	const loop = `s=$(date +%s%N); i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; e=$(date +%s%N); echo $(( (e - s) / 20 ))`
+	for i := range n + 1 {
+		res, err := sb.Run(ctx, airlock.Command{Argv: []string{"sh", "-c", loop}})
+		if err != nil {
+			return nil, err
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(res.Stdout)), 10, 64)
+		if err != nil || res.ExitCode != 0 {
+			return nil, fmt.Errorf("the spawn loop printed %q (exit %d): %s", res.Stdout, res.ExitCode, res.Stderr)
+		}
+		if i > 0 {
+			s.Samples = append(s.Samples, ms(time.Duration(ns)))
 		}
 	}
 	return s, nil
