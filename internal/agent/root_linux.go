@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
+	"github.com/airlock-sandbox/airlock/internal/fdpass"
 )
 
 // buildRoot assembles the sandbox's root filesystem under the stage
@@ -447,17 +448,6 @@ func receiveMount(ch int) (int, error) {
 		if n == 0 {
 			return -1, errors.New("the supervisor closed the channel without sending it")
 		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			return -1, fmt.Errorf("malformed message (%d control messages, %v)", len(msgs), err)
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			return -1, fmt.Errorf("malformed rights (%d files, %v)", len(fds), err)
-		}
-		return fds[0], nil
+		return fdpass.One(oob[:oobn])
 	}
 }

@@ -2,7 +2,11 @@
 // carried (SCM_RIGHTS).
 package fdpass
 
-import "golang.org/x/sys/unix"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // Rights returns every descriptor that the control data oob carried, in
 // order; malformed control data carries none. The caller owns them.
@@ -18,4 +22,18 @@ func Rights(oob []byte) []int {
 		}
 	}
 	return fds
+}
+
+// One returns the one descriptor that the control data oob carried. Data
+// that carried none, or more than one, is refused, and what it carried
+// is closed.
+func One(oob []byte) (int, error) {
+	fds := Rights(oob)
+	if len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("malformed rights: %d descriptors where one was sent", len(fds))
+	}
+	return fds[0], nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/fdpass"
 )
 
 // Send sends f over the unix socket sock: one byte, with f's descriptor
@@ -59,18 +61,10 @@ func Receive(ctx context.Context, sock *os.File) (*os.File, error) {
 	if n != 1 {
 		return nil, errors.New("tap: the sandbox closed the channel without sending its device")
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("tap: malformed message from the sandbox (%d control messages, %v)", len(msgs), err)
+	fd, err := fdpass.One(oob[:oobn])
+	if err != nil {
+		return nil, fmt.Errorf("tap: receive the device's file from the sandbox: %w", err)
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("tap: malformed rights from the sandbox (%d files, %v)", len(fds), err)
-	}
-	fd := fds[0]
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 10 || unix.Minor(st.Rdev) != 200 {
 		unix.Close(fd)
