@@ -106,7 +106,9 @@ type Process struct {
 	wmu  sync.Mutex
 	pid  int
 	argv []string
-	// before holds the limit counters at start, to attribute kills.
+	// before holds the limit counters at start, to attribute kills,
+	// where the boundary counts them on the host (countsOK); where it
+	// cannot, the agent counts them and reports them with the exit.
 	before   boundary.Counters
 	countsOK bool
 	// killed is set when the caller killed the command (SIGKILL, Kill,
@@ -194,7 +196,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 		NoStarted: !started, User: user, Container: cmd.Container,
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
-	p.before, err = s.counters()
+	p.before, err = s.b.Counters()
 	p.countsOK = err == nil
 	st, err := s.open(ctx, req)
 	if err != nil {
@@ -421,17 +423,20 @@ func (p *Process) result(x *agentproto.Exit, outBuf, errBuf *capped) *ExecResult
 	if errBuf != nil {
 		r.Stderr, r.StderrTruncated = errBuf.buf.Bytes(), errBuf.truncated
 	}
-	oom := false
-	if p.countsOK {
-		if now, err := p.s.counters(); err == nil {
-			if now.PidsLimitHits > p.before.PidsLimitHits {
-				r.LimitsHit = append(r.LimitsHit, "pids")
-			}
-			if now.OOMKills > p.before.OOMKills {
-				r.LimitsHit = append(r.LimitsHit, "memory")
-				oom = true
-			}
+	var pids, oom bool
+	switch {
+	case x.Limits != nil:
+		pids, oom = x.Limits.PidsLimitHits > 0, x.Limits.OOMKills > 0
+	case p.countsOK:
+		if now, err := p.s.b.Counters(); err == nil {
+			pids, oom = now.PidsLimitHits > p.before.PidsLimitHits, now.OOMKills > p.before.OOMKills
 		}
+	}
+	if pids {
+		r.LimitsHit = append(r.LimitsHit, "pids")
+	}
+	if oom {
+		r.LimitsHit = append(r.LimitsHit, "memory")
 	}
 	switch {
 	case x.TimedOut:

@@ -78,13 +78,3 @@ func (s *Sandbox) measure() (boundary.Usage, error) {
 		Pids: a.Pids, OOMKills: a.OOMKills, PidsLimitHits: a.PidsLimitHits,
 	}, nil
 }
-
-// counters are the sandbox's limit events so far, as measure finds them.
-func (s *Sandbox) counters() (boundary.Counters, error) {
-	c, err := s.b.Counters()
-	if !errors.Is(err, errors.ErrUnsupported) {
-		return c, err
-	}
-	u, err := s.measure()
-	return boundary.Counters{OOMKills: u.OOMKills, PidsLimitHits: u.PidsLimitHits}, err
-}

@@ -60,6 +60,14 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	}
 	defer io_.close()
 
+	// The limit events while the command runs, where this agent counts
+	// them: the host would need a request of its own before and after.
+	var before agentproto.LimitEvents
+	counted := false
+	if s.limits != nil {
+		before, err = s.limits()
+		counted = err == nil
+	}
 	start := time.Now()
 	child, err := sp.Spawn(SpawnRequest{Argv: er.Argv, Env: env, Dir: er.Dir, TTY: er.TTY, Cred: cred}, io_.childFiles)
 	io_.closeChildEnds()
@@ -138,6 +146,14 @@ func (s *server) exec(ctx context.Context, c *agentproto.Conn, st net.Conn, er *
 	case ws.Signaled():
 		ex.Signal = int(ws.Signal())
 		ex.Code = 128 + ex.Signal
+	}
+	if counted {
+		if after, err := s.limits(); err == nil {
+			ex.Limits = &agentproto.LimitEvents{
+				OOMKills:      after.OOMKills - min(before.OOMKills, after.OOMKills),
+				PidsLimitHits: after.PidsLimitHits - min(before.PidsLimitHits, after.PidsLimitHits),
+			}
+		}
 	}
 	err = send(agentproto.Msg{K: agentproto.KExit, Exit: ex})
 	go s.pipes.refill()

@@ -203,6 +203,7 @@ func prepareProcess(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (
 		return p, err
 	}
 	p.usage = cg.usage
+	p.limits = cg.limits
 	go cg.watch(context.Background(), log)
 	return p, nil
 }

@@ -123,6 +123,13 @@ func (c *sentryCgroups) usage() (agentproto.Usage, error) {
 	return u, nil
 }
 
+// limits are the commands' limit events: the processes the watcher
+// killed for memory. (A fork the Sentry refuses for the pids limit is
+// counted nowhere it shows.)
+func (c *sentryCgroups) limits() (agentproto.LimitEvents, error) {
+	return agentproto.LimitEvents{OOMKills: c.ooms.Load()}, nil
+}
+
 // watch kills the largest process of the memory group whenever the group
 // is over the limit, until ctx ends. It also removes, every
 // sentryIdlePoll and before it kills, the shared memory segments that

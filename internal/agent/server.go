@@ -31,6 +31,10 @@ type Prepared struct {
 	// usage reads what the user commands use, where the agent can (nil:
 	// the host measures it).
 	usage func() (agentproto.Usage, error)
+	// limits reads the user commands' limit events so far, where the
+	// agent counts them (nil: the host does); cheaper than usage, it is
+	// read around every command.
+	limits func() (agentproto.LimitEvents, error)
 }
 
 // Preparer sets the sandbox up from the boot configuration.
@@ -78,7 +82,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		return fmt.Errorf("start stream multiplexer: %w", err)
 	}
 	defer sess.Close()
-	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs, usage: prep.usage,
+	s := &server{spawner: sp, env: boot.Env, log: log, devnull: devnull, pipes: newPipePool(), fs: fsys, vfs: prep.vfs, usage: prep.usage, limits: prep.limits,
 		newContainer: prep.NewContainer, containers: map[string]ContainerSpawner{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -110,8 +114,9 @@ type server struct {
 	// fs carries out file operations inside the sandbox's root.
 	fs *sandboxFS
 	// vfs holds the programmable mounts until the host serves them.
-	vfs   *vfsMounts
-	usage func() (agentproto.Usage, error)
+	vfs    *vfsMounts
+	usage  func() (agentproto.Usage, error)
+	limits func() (agentproto.LimitEvents, error)
 
 	newContainer NewContainer
 	cmu          sync.Mutex

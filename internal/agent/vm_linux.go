@@ -171,7 +171,23 @@ func prepareVM(ctx context.Context, b *agentproto.Boot, log *slog.Logger) (Prepa
 	}
 	p, err := prepareSandbox(ctx, b, log)
 	p.usage = func() (agentproto.Usage, error) { return cgroupUsage(cg) }
+	p.limits = func() (agentproto.LimitEvents, error) { return cgroupLimits(cg) }
 	return p, err
+}
+
+// cgroupLimits reads the limit events of cgroup v2 dir.
+func cgroupLimits(dir *os.Root) (agentproto.LimitEvents, error) {
+	var l agentproto.LimitEvents
+	ev, err := keyed(dir, "memory.events")
+	if err != nil {
+		return l, err
+	}
+	pev, err := keyed(dir, "pids.events")
+	if err != nil {
+		return l, err
+	}
+	l.OOMKills, l.PidsLimitHits = ev["oom_kill"], pev["max"]
+	return l, nil
 }
 
 // cgroupUsage reads the usage and limit events of cgroup v2 dir.
@@ -191,16 +207,11 @@ func cgroupUsage(dir *os.Root) (agentproto.Usage, error) {
 	if u.Pids, err = single(dir, "pids.current"); err != nil {
 		return u, err
 	}
-	ev, err := keyed(dir, "memory.events")
+	l, err := cgroupLimits(dir)
 	if err != nil {
 		return u, err
 	}
-	u.OOMKills = ev["oom_kill"]
-	pev, err := keyed(dir, "pids.events")
-	if err != nil {
-		return u, err
-	}
-	u.PidsLimitHits = pev["max"]
+	u.OOMKills, u.PidsLimitHits = l.OOMKills, l.PidsLimitHits
 	return u, nil
 }
 

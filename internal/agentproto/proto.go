@@ -562,6 +562,19 @@ type Exit struct {
 	CPUTime  time.Duration `cbor:"cpu"`
 	PeakRSS  int64         `cbor:"rss"`
 	Duration time.Duration `cbor:"dur"`
+	// Limits is set by an agent that counts its commands' limit events
+	// itself (where the host cannot: in gVisor's Sentry, in a VM's
+	// guest kernel): the events counted while the command ran, from
+	// before it started until it was reaped. Nil: the host counts them.
+	Limits *LimitEvents `cbor:"lim,omitempty"`
+}
+
+// LimitEvents counts the times the user commands reached a limit.
+type LimitEvents struct {
+	// OOMKills counts processes killed for the memory limit.
+	OOMKills uint64 `cbor:"oom,omitempty"`
+	// PidsLimitHits counts forks refused for the pids limit.
+	PidsLimitHits uint64 `cbor:"pids,omitempty"`
 }
 
 // FileInfo describes one file.
