@@ -125,7 +125,8 @@ func (c *sentryCgroups) usage() (agentproto.Usage, error) {
 
 // limits are the commands' limit events: the processes the watcher
 // killed for memory. (A fork the Sentry refuses for the pids limit is
-// counted nowhere it shows.)
+// not counted: its pids controller has pids.current and pids.max, and no
+// pids.events.)
 func (c *sentryCgroups) limits() (agentproto.LimitEvents, error) {
 	return agentproto.LimitEvents{OOMKills: c.ooms.Load()}, nil
 }
