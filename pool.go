@@ -26,7 +26,7 @@ const (
 
 // Pool keeps sandboxes of one Config started and ready to be handed out,
 // so that taking one (Get, or Create with Config.Pool) takes no longer
-// than a channel receive, at every isolation level. A sandbox is handed
+// than one ping of its agent, at every isolation level. A sandbox is handed
 // out once and never goes back: the caller owns it and closes it, and
 // the pool starts another in its place. Its methods are safe for
 // concurrent use.
