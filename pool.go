@@ -160,7 +160,7 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 			}
 			p.fill()
 			p.mu.Unlock()
-			if !ended && !e.sb.answers() {
+			if !ended && !e.sb.answers(ctx) {
 				ended = true
 				p.mu.Lock()
 				p.discarded++
@@ -380,10 +380,10 @@ const poolPingWait = time.Second
 // exit is reaped, both in goroutines of their own that a busy machine
 // may not have run yet. The ping makes the multiplexer meet the closed
 // channel now. A slow agent is not a dead one: one that has not answered
-// within poolPingWait is handed out, and the caller's requests end with
-// their own deadlines if it never does. The ping's goroutine ends with
-// its answer or with the session.
-func (s *Sandbox) answers() bool {
+// within poolPingWait, or before ctx ends, is handed out, and the
+// caller's requests end with their own deadlines if it never does. The
+// ping's goroutine ends with its answer or with the session.
+func (s *Sandbox) answers(ctx context.Context) bool {
 	res := make(chan error, 1)
 	go func() {
 		_, err := s.sess.Ping()
@@ -397,6 +397,8 @@ func (s *Sandbox) answers() bool {
 	case <-s.b.Done():
 		return false
 	case <-t.C:
+		return true
+	case <-ctx.Done():
 		return true
 	}
 }
