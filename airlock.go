@@ -56,6 +56,9 @@ type Sandbox struct {
 	// agentNoUsage is set once the agent said it does not measure
 	// usage (measure asks it no more).
 	agentNoUsage atomic.Bool
+	// firstCommand is called once the next command ends or the sandbox
+	// closes (afterFirstCommand).
+	firstCommand atomic.Pointer[func()]
 }
 
 // Errors that callers can test for with errors.Is.
@@ -402,9 +405,28 @@ func (s *Sandbox) Close() error {
 		}
 		s.cfg.image.release()
 		close(s.closed)
+		s.commandEnded()
 		s.emit(Event{Type: EventLifecycle, Lifecycle: stopEvent(s.Err())})
 	})
 	return s.closeErr
+}
+
+// afterFirstCommand has fn called once, when the next command run in s
+// ends (or fails) or when s is closed, whichever comes first.
+func (s *Sandbox) afterFirstCommand(fn func()) {
+	s.firstCommand.Store(&fn)
+	select {
+	case <-s.closed:
+		s.commandEnded()
+	default:
+	}
+}
+
+// commandEnded calls what afterFirstCommand left, if anything.
+func (s *Sandbox) commandEnded() {
+	if fn := s.firstCommand.Swap(nil); fn != nil {
+		(*fn)()
+	}
 }
 
 // stopEvent is the lifecycle event of a sandbox that stopped for cause:

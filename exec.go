@@ -361,6 +361,7 @@ func (p *Process) collect(ctx context.Context, cmd Command) {
 			p.st.Close()
 		}
 		close(p.done)
+		p.s.commandEnded()
 	}()
 	var outBuf, errBuf *capped
 	stdout, stderr := cmd.Stdout, cmd.Stderr

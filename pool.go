@@ -24,11 +24,17 @@ const (
 	poolRetryMax = 5 * time.Second
 )
 
+// poolRefillHold bounds how long the start that replaces a sandbox
+// handed out waits for that sandbox's first command to end (see
+// Pool.hold).
+const poolRefillHold = 250 * time.Millisecond
+
 // Pool keeps sandboxes of one Config started and ready to be handed out,
 // so that taking one (Get, or Create with Config.Pool) takes no longer
 // than one ping of its agent, at every isolation level. A sandbox is handed
 // out once and never goes back: the caller owns it and closes it, and
-// the pool starts another in its place. Its methods are safe for
+// the pool starts another in its place, once the first command of the
+// one handed out has ended (see hold). Its methods are safe for
 // concurrent use.
 type Pool struct {
 	cfg  Config
@@ -58,6 +64,10 @@ type Pool struct {
 	lastErr  error
 	retryAt  time.Time
 	retry    *time.Timer
+	// holds counts the sandboxes handed out whose replacement waits
+	// (see hold), for at most refillHold each.
+	holds      int
+	refillHold time.Duration
 
 	started, failed, discarded int
 }
@@ -126,7 +136,7 @@ func NewPool(ctx context.Context, cfg Config, size int) (*Pool, error) {
 	img.release()
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Pool{
-		cfg: c, size: size, log: c.Logger.With("pool_size", size),
+		cfg: c, size: size, log: c.Logger.With("pool_size", size), refillHold: poolRefillHold,
 		ctx: pctx, cancel: cancel, starts: make(chan struct{}, poolStarts),
 		changed: make(chan struct{}),
 	}
@@ -157,6 +167,8 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 			ended := e.sb.ended()
 			if ended {
 				p.discarded++
+			} else {
+				p.hold(e.sb)
 			}
 			p.fill()
 			p.mu.Unlock()
@@ -176,6 +188,9 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 			e.sb.startLifetime()
 			return e.sb, nil
 		}
+		// Nothing is ready: whatever replacement waits for a command
+		// starts now.
+		p.fill()
 		if p.failures > 0 && p.starting == 0 {
 			err := p.lastErr
 			p.mu.Unlock()
@@ -244,12 +259,39 @@ func (p *Pool) Close() error {
 	return errors.Join(errs...)
 }
 
+// hold delays the start that replaces sb, just handed out, until sb's
+// first command has ended, sb is closed, or poolRefillHold has passed,
+// whichever comes first; fill starts it at once all the same when
+// nothing is left ready. A start is CPU-bound (runsc's boot, a VM's
+// restore) and its first command is what the caller waits for: on a
+// machine of few cores the two would share them, and a pooled
+// sandbox's first command took three to four times as long as the next
+// ones. p.mu is held.
+func (p *Pool) hold(sb *Sandbox) {
+	p.holds++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.holds--
+			p.fill()
+		})
+	}
+	t := time.AfterFunc(p.refillHold, release)
+	sb.afterFirstCommand(func() {
+		t.Stop()
+		release()
+	})
+}
+
 // fill begins starts until the ready sandboxes and those being started
-// make the pool's size. After a failed start it waits out the back-off,
-// and then starts one sandbox at a time until a start succeeds. p.mu is
-// held.
+// make the pool's size, unless a sandbox handed out holds the starts
+// back (hold) while others are ready. After a failed start it waits out
+// the back-off, and then starts one sandbox at a time until a start
+// succeeds. p.mu is held.
 func (p *Pool) fill() {
-	if p.closed {
+	if p.closed || p.holds > 0 && len(p.ready) > 0 {
 		return
 	}
 	if wait := time.Until(p.retryAt); wait > 0 {

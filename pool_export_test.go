@@ -1,5 +1,7 @@
 package airlock
 
+import "time"
+
 // PoolReady returns the sandboxes waiting in p, for tests that kill or
 // watch them.
 func PoolReady(p *Pool) []*Sandbox {
@@ -10,4 +12,12 @@ func PoolReady(p *Pool) []*Sandbox {
 		out = append(out, e.sb)
 	}
 	return out
+}
+
+// SetPoolRefillHold sets how long p's refills wait for the first command
+// of the sandbox handed out, for tests that watch them wait.
+func SetPoolRefillHold(p *Pool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refillHold = d
 }

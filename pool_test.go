@@ -138,6 +138,62 @@ func TestPoolGetIsFast(t *testing.T) {
 	})
 }
 
+// TestPoolRefillWaitsForFirstCommand: the start that replaces a sandbox
+// handed out waits until that sandbox's first command has ended, or it
+// is closed, while another sandbox is ready; with none left ready it
+// begins at once.
+func TestPoolRefillWaitsForFirstCommand(t *testing.T) {
+	ctx := testCtx(t, 3*time.Minute)
+	p := newPool(t, airlock.Config{}, 2)
+	// No timer ends a hold in this test: only a command or a close.
+	airlock.SetPoolRefillHold(p, time.Hour)
+	full := func(what string) {
+		t.Helper()
+		if !waitFor(time.Minute, func() bool { s := p.Stats(); return s.Ready+s.Starting == 2 }) {
+			t.Fatalf("%s: the pool has %+v, want 2 ready or starting", what, p.Stats())
+		}
+	}
+	get := func() *airlock.Sandbox {
+		t.Helper()
+		waitReady(t, p, 2, time.Minute)
+		sb, err := p.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		return sb
+	}
+	held := func(what string) {
+		t.Helper()
+		// Long enough for a start to have begun, were it not held.
+		time.Sleep(300 * time.Millisecond)
+		if s := p.Stats(); s.Ready != 1 || s.Starting != 0 {
+			t.Fatalf("%s: the pool has %+v, want 1 ready and no start until the command ends", what, s)
+		}
+	}
+
+	sb := get()
+	held("after a get")
+	mustRun(t, ctx, sb, "true")
+	full("after the first command")
+
+	sb = get()
+	held("after a get")
+	sb.Close()
+	full("after the sandbox handed out closed")
+
+	get()
+	held("after a get")
+	// The last ready one: its replacement, and the held one's, begin
+	// now.
+	last, err := p.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer last.Close()
+	full("after the last ready sandbox was taken")
+}
+
 // TestPoolClose closes the sandboxes waiting in a pool (their processes
 // are gone), and a Get after Close fails with ErrClosed.
 func TestPoolClose(t *testing.T) {
