@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
@@ -29,6 +33,15 @@ const snapshotVersion = "airlock-vm-snapshot/2"
 
 // snapshotsDir is the folder of the cache that keeps them.
 const snapshotsDir = "vm-snapshots"
+
+// A cache keeps the snapshotsKept snapshots used last (a new airlock,
+// kernel or image makes new ones, and each is tens of MiB), and never
+// removes one used within snapshotInUse, nor a save that may still be
+// under way. A removed snapshot costs one more boot the next time.
+const (
+	snapshotsKept = 8
+	snapshotInUse = time.Hour
+)
 
 // Files of a snapshot's directory.
 const (
@@ -104,6 +117,11 @@ func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd i
 	}
 	if err := save(ctx, c, filepath.Join(tmp, snapState)); err != nil {
 		return "", fmt.Errorf("save the VM's snapshot: %w", err)
+	}
+	// A new snapshot is when old ones go: those of an earlier agent or
+	// kernel are never used again.
+	if _, err := pruneSnapshots(root, time.Now()); err != nil {
+		return "", fmt.Errorf("remove unused VM snapshots from %s: %w", root, err)
 	}
 	// The ramdisk restored machines load (and overwrite with the saved
 	// memory) is the one this machine booted, kept beside its state.
@@ -242,6 +260,131 @@ func shellQuote(s string) string {
 }
 
 // openSnapshot opens a snapshot's saved state for a restore.
+//
+// The file is locked shared until it is closed, which pruneSnapshots
+// waits for; the caller closes it once QEMU has read the snapshot and its
+// ramdisk. A snapshot removed before the lock was taken is not opened.
+// Opening marks it used.
 func openSnapshot(dir string) (*os.File, error) {
-	return os.Open(filepath.Join(dir, snapState))
+	f, err := os.Open(filepath.Join(dir, snapState))
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	err = unix.Flock(int(f.Fd()), unix.LOCK_SH)
+	if err == nil {
+		err = unix.Fstat(int(f.Fd()), &st)
+	}
+	if err == nil && st.Nlink == 0 {
+		err = fmt.Errorf("VM snapshot %s: removed as unused", dir)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	now := time.Now()
+	_ = os.Chtimes(f.Name(), now, now)
+	return f, nil
+}
+
+// pruneSnapshots removes from root, the cache's folder of snapshots,
+// every snapshot but the snapshotsKept used last and those used within
+// snapshotInUse of now (a snapshot's state file's time is its last
+// use), and what saves that did not finish left there longer ago than
+// that. A snapshot being restored (see openSnapshot) stays. It returns
+// the keys removed.
+func pruneSnapshots(root string, now time.Time) ([]string, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	type snap struct {
+		key  string
+		used time.Time
+	}
+	var snaps []snap
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if key, ok := strings.CutSuffix(name, ".lock"); ok && !e.IsDir() {
+			// The lock of a save that never finished, unless one is
+			// under way.
+			if _, err := os.Stat(filepath.Join(root, key)); errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, removeStaleLock(filepath.Join(root, name), now))
+			}
+			continue
+		}
+		if !e.IsDir() {
+			continue
+		}
+		if strings.Contains(name, ".part-") {
+			if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > snapshotInUse {
+				errs = append(errs, os.RemoveAll(filepath.Join(root, name)))
+			}
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(root, name, snapState))
+		if err != nil {
+			continue
+		}
+		snaps = append(snaps, snap{name, fi.ModTime()})
+	}
+	slices.SortFunc(snaps, func(a, b snap) int { return b.used.Compare(a.used) })
+	var removed []string
+	for i, s := range snaps {
+		if i < snapshotsKept || now.Sub(s.used) <= snapshotInUse {
+			continue
+		}
+		ok, err := removeSnapshot(root, s.key, now)
+		if ok {
+			removed = append(removed, s.key)
+		}
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// removeStaleLock removes the lock file path when nothing holds it and it
+// was made longer than snapshotInUse before now.
+func removeStaleLock(path string, now time.Time) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || now.Sub(fi.ModTime()) <= snapshotInUse {
+		return nil
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeSnapshot removes the snapshot key of root unless a restore holds
+// it or it was used within snapshotInUse of now. It reports whether it
+// did.
+func removeSnapshot(root, key string, now time.Time) (bool, error) {
+	dir := filepath.Join(root, key)
+	f, err := os.Open(filepath.Join(dir, snapState))
+	if err != nil {
+		return false, nil // gone already
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return false, nil // being restored
+	}
+	// Used since it was listed?
+	if fi, err := f.Stat(); err != nil || now.Sub(fi.ModTime()) <= snapshotInUse {
+		return false, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return false, err
+	}
+	// Its lock only serves a save, which a saved snapshot needs no more.
+	_ = os.Remove(filepath.Join(root, key+".lock"))
+	return true, nil
 }
