@@ -412,12 +412,13 @@ func (s *Sandbox) Close() error {
 }
 
 // afterFirstCommand has fn called once, when the next command run in s
-// ends (or fails) or when s is closed, whichever comes first.
+// ends (or fails) or when s is closed, whichever comes first; never on
+// the caller's goroutine, which may hold locks fn takes.
 func (s *Sandbox) afterFirstCommand(fn func()) {
 	s.firstCommand.Store(&fn)
 	select {
 	case <-s.closed:
-		s.commandEnded()
+		go s.commandEnded()
 	default:
 	}
 }
