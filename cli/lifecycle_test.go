@@ -394,12 +394,20 @@ func TestDetachedMainCommandEnds(t *testing.T) {
 func TestDetachedTimeout(t *testing.T) {
 	t.Parallel()
 	h := newCLIHome(t)
-	id := strings.TrimSpace(h.must(nil, "run", "-d", "--timeout", "2s"))
+	const lifetime = 4 * time.Second
+	start := time.Now()
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--timeout", lifetime.String()))
 	h.waitStatus(id, "running", 5*time.Second)
-	if out := h.must(nil, "exec", id, "--", "echo", "alive"); out != "alive\n" {
-		t.Errorf("exec = %q", out)
+	// Usable until its lifetime ends, which a loaded machine may have
+	// let pass before the exec gets there.
+	switch r := h.run(nil, "exec", id, "--", "echo", "alive"); {
+	case r.code == 0 && r.stdout == "alive\n":
+	case time.Since(start) >= lifetime:
+		t.Logf("the exec came %s after the start, past the lifetime: %q", time.Since(start).Round(time.Millisecond), r.stderr)
+	default:
+		t.Errorf("exec %s after the start, within the lifetime: code %d, stdout %q, stderr %q", time.Since(start).Round(time.Millisecond), r.code, r.stdout, r.stderr)
 	}
-	r := h.waitStatus(id, "stopped", 20*time.Second)
+	r := h.waitStatus(id, "stopped", 30*time.Second)
 	if !strings.Contains(r.Reason, "timeout") && !strings.Contains(r.Reason, "lifetime") {
 		t.Errorf("reason = %q, want a timeout", r.Reason)
 	}
