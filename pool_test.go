@@ -301,12 +301,17 @@ func TestPoolLifetimeFromHandOut(t *testing.T) {
 	p := newPool(t, airlock.Config{Resources: airlock.Resources{TimeoutSeconds: 1}}, 1)
 	waitReady(t, p, 1, time.Minute)
 	time.Sleep(1500 * time.Millisecond)
+	taken := time.Now()
 	sb, err := p.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	mustRun(t, ctx, sb, "true")
+	// Usable when handed out, unless a loaded machine took longer than
+	// the lifetime to get the command there.
+	if _, err := sb.Exec(ctx, "true"); err != nil && time.Since(taken) < time.Second {
+		t.Fatalf("a command %s after the hand-out: %v", time.Since(taken), err)
+	}
 	select {
 	case <-sb.Done():
 	case <-time.After(10 * time.Second):
