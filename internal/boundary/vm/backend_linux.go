@@ -192,7 +192,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 	cfg.CommandLine = vmkernel.CommandLine(khz, append(extra, agentproto.VMEnv)...)
 	restore := false
 	if snapshottable(spec, cfg) {
-		snap, err := snapshot(ctx, spec.CacheDir, cfg, agent, rd)
+		snap, err := snapshot(ctx, spec.CacheDir, cfg, agent, rd, spec.Log)
 		if err != nil {
 			s.notes = append(s.notes, "vm: booted, not restored from a snapshot: "+err.Error())
 		} else if f, err := openSnapshot(snap); err == nil {

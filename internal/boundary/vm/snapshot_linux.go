@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func snapshotKey(c Config, agent []byte, rd initrd) (string, error) {
 // the initial ramdisk it booted from), saving it first when the cache
 // has none: a boot of c with no guest code but the agent, stopped once
 // the agent has opened its port, saved by QEMU, and ended.
-func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd initrd) (string, error) {
+func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd initrd, log *slog.Logger) (string, error) {
 	key, err := snapshotKey(c, agent, rd)
 	if err != nil {
 		return "", err
@@ -118,15 +119,16 @@ func snapshot(ctx context.Context, cacheDir string, c Config, agent []byte, rd i
 	if err := save(ctx, c, filepath.Join(tmp, snapState)); err != nil {
 		return "", fmt.Errorf("save the VM's snapshot: %w", err)
 	}
-	// A new snapshot is when old ones go: those of an earlier agent or
-	// kernel are never used again.
-	if _, err := pruneSnapshots(root, time.Now()); err != nil {
-		return "", fmt.Errorf("remove unused VM snapshots from %s: %w", root, err)
-	}
 	// The ramdisk restored machines load (and overwrite with the saved
 	// memory) is the one this machine booted, kept beside its state.
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
+	}
+	// A new snapshot is when old ones go: those of an earlier agent or
+	// kernel are never used again. What cannot be removed now is tried
+	// again at the next save; the new snapshot is good either way.
+	if _, err := pruneSnapshots(root, time.Now()); err != nil && log != nil {
+		log.Warn("vm: remove unused snapshots from the cache", "dir", root, "err", err)
 	}
 	return dir, nil
 }
