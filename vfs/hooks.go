@@ -233,7 +233,7 @@ func (w *hooked) Truncate(ctx context.Context, p string, size int64) error {
 func (w *hooked) Utimens(ctx context.Context, p string, atime, mtime *time.Time) error {
 	return w.p.Utimens(ctx, p, atime, mtime)
 }
-func (w *hooked) Statfs(ctx context.Context) (StatFS, error) { return w.p.Statfs(ctx) }
+func (w *hooked) Statfs(ctx context.Context, p string) (StatFS, error) { return w.p.Statfs(ctx, p) }
 
 // Watch implements Watcher.
 func (w *hooked) Watch(fn func(path string)) (stop func()) { return watchOf(w.p, fn) }

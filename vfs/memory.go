@@ -764,8 +764,9 @@ func (m *Memory) Utimens(ctx context.Context, p string, atime, mtime *time.Time)
 	})
 }
 
-// Statfs implements Provider.
-func (m *Memory) Statfs(ctx context.Context) (StatFS, error) {
+// Statfs implements Provider: the whole tree is one file system, whose
+// size is the quota.
+func (m *Memory) Statfs(ctx context.Context, _ string) (StatFS, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return StatFS{

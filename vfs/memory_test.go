@@ -43,7 +43,7 @@ func TestMemoryQuota(t *testing.T) {
 	if err := m.Symlink(ctx, "target", "/l"); vfs.Errno(err) != syscall.ENOSPC {
 		t.Fatalf("symlink when full: %v", err)
 	}
-	st, _ := m.Statfs(ctx)
+	st, _ := m.Statfs(ctx, "/")
 	if st.FreeBytes != 0 {
 		t.Fatalf("statfs free %d when full", st.FreeBytes)
 	}

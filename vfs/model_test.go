@@ -256,7 +256,7 @@ func runModel(t testing.TB, ops []byte) {
 		}
 		if c.mem != nil {
 			used, inodes := c.mem.Usage()
-			st, _ := c.mem.Statfs(context.Background())
+			st, _ := c.mem.Statfs(context.Background(), "/")
 			if used < 0 || inodes < 1 || uint64(used) > st.TotalBytes || uint64(inodes) > st.TotalFiles {
 				t.Fatalf("%s: usage %d bytes %d inodes out of bounds", c.name, used, inodes)
 			}

@@ -170,7 +170,7 @@ func (o *observed) Utimens(ctx context.Context, p string, atime, mtime *time.Tim
 	return err
 }
 
-func (o *observed) Statfs(ctx context.Context) (StatFS, error) { return o.p.Statfs(ctx) }
+func (o *observed) Statfs(ctx context.Context, p string) (StatFS, error) { return o.p.Statfs(ctx, p) }
 
 // Watch implements Watcher.
 func (o *observed) Watch(fn func(path string)) (stop func()) { return watchOf(o.p, fn) }

@@ -810,7 +810,11 @@ func (o *overlay) Utimens(ctx context.Context, p string, atime, mtime *time.Time
 	return o.change(ctx, p, nil, func() error { return o.upper.Utimens(ctx, p, atime, mtime) })
 }
 
-func (o *overlay) Statfs(ctx context.Context) (StatFS, error) { return o.upper.Statfs(ctx) }
+// Statfs describes the upper layer, where every change goes: its free
+// space is what is left to write.
+func (o *overlay) Statfs(ctx context.Context, _ string) (StatFS, error) {
+	return o.upper.Statfs(ctx, "/")
+}
 
 // Watch implements Watcher, with the changes of both layers.
 func (o *overlay) Watch(fn func(path string)) (stop func()) {

@@ -62,7 +62,7 @@ func (r readonly) Truncate(ctx context.Context, p string, size int64) error    {
 func (r readonly) Utimens(ctx context.Context, p string, atime, mtime *time.Time) error {
 	return syscall.EROFS
 }
-func (r readonly) Statfs(ctx context.Context) (StatFS, error) { return r.p.Statfs(ctx) }
+func (r readonly) Statfs(ctx context.Context, p string) (StatFS, error) { return r.p.Statfs(ctx, p) }
 
 // Watch implements Watcher.
 func (r readonly) Watch(fn func(path string)) (stop func()) { return watchOf(r.p, fn) }

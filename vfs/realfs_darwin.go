@@ -28,7 +28,8 @@ func statfsRoot(r *os.Root) (StatFS, error) {
 	}
 	bs := uint64(st.Bsize)
 	return StatFS{
-		TotalBytes: st.Blocks * bs, FreeBytes: st.Bavail * bs,
-		TotalFiles: st.Files, FreeFiles: st.Ffree,
+		TotalBytes: st.Blocks * bs, FreeBytes: st.Bfree * bs,
+		ReservedBytes: (st.Bfree - min(st.Bavail, st.Bfree)) * bs,
+		TotalFiles:    st.Files, FreeFiles: st.Ffree,
 	}, nil
 }

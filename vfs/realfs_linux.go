@@ -635,15 +635,23 @@ func (r *realFS) Utimens(ctx context.Context, p string, atime, mtime *time.Time)
 	})
 }
 
-func (r *realFS) Statfs(ctx context.Context) (StatFS, error) {
+// Statfs describes the host file system that holds p, which is another
+// than the directory's where a host mount is beneath it.
+func (r *realFS) Statfs(ctx context.Context, p string) (StatFS, error) {
+	fd, err := r.openat2(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return StatFS{}, err
+	}
+	defer unix.Close(fd)
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(r.fd, &st); err != nil {
+	if err := unix.Fstatfs(fd, &st); err != nil {
 		return StatFS{}, err
 	}
 	bs := uint64(st.Bsize)
 	return StatFS{
-		TotalBytes: st.Blocks * bs, FreeBytes: st.Bavail * bs,
-		TotalFiles: st.Files, FreeFiles: st.Ffree, NameMax: uint32(st.Namelen),
+		TotalBytes: st.Blocks * bs, FreeBytes: st.Bfree * bs,
+		ReservedBytes: (st.Bfree - min(st.Bavail, st.Bfree)) * bs,
+		TotalFiles:    st.Files, FreeFiles: st.Ffree, NameMax: uint32(st.Namelen),
 	}, nil
 }
 

@@ -339,7 +339,7 @@ func (r *rootFS) Utimens(ctx context.Context, p string, atime, mtime *time.Time)
 	return r.root.Chtimes(rel, a, m)
 }
 
-func (r *rootFS) Statfs(ctx context.Context) (StatFS, error) {
+func (r *rootFS) Statfs(ctx context.Context, _ string) (StatFS, error) {
 	return statfsRoot(r.root)
 }
 

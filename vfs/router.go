@@ -22,7 +22,7 @@ import (
 //
 // Inode numbers carry the mount's index in their top 16 bits, so that
 // mounts do not share them; made-up directories have 0. Statfs describes
-// the root's provider. Watch reports the changes of every mount, with
+// the provider of the mount that holds the path. Watch reports the changes of every mount, with
 // their full paths.
 func NewMountRouter(mounts map[string]Provider) Provider {
 	r := &mountRouter{}
@@ -281,9 +281,9 @@ func (r *mountRouter) Utimens(ctx context.Context, p string, atime, mtime *time.
 	return m.p.Utimens(ctx, sub, atime, mtime)
 }
 
-func (r *mountRouter) Statfs(ctx context.Context) (StatFS, error) {
-	m, _ := r.route("/")
-	return m.p.Statfs(ctx)
+func (r *mountRouter) Statfs(ctx context.Context, p string) (StatFS, error) {
+	m, sub := r.route(p)
+	return m.p.Statfs(ctx, sub)
 }
 
 // Watch implements Watcher.

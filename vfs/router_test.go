@@ -126,3 +126,32 @@ func writeFileT(t *testing.T, p vfs.Provider, path, data string) {
 	}
 	h.Close()
 }
+
+// TestMountRouterStatfs: statfs of a path describes the mount that holds
+// it, as df in a sandbox shows each mount's own size.
+func TestMountRouterStatfs(t *testing.T) {
+	ctx := context.Background()
+	r := vfs.NewMountRouter(map[string]vfs.Provider{
+		"/":             vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 1 << 20}),
+		"/ws":           vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 8 << 20}),
+		"/ws/cache/mnt": vfs.NewMemory(vfs.MemoryOptions{MaxBytes: 2 << 20}),
+	})
+	writeFileT(t, r, "/ws/f", string(make([]byte, 4096)))
+	for _, c := range []struct {
+		path        string
+		total, free uint64
+	}{
+		{"/", 1 << 20, 1 << 20},
+		{"/ws", 8 << 20, 8<<20 - 4096},
+		{"/ws/f", 8 << 20, 8<<20 - 4096},
+		{"/ws/cache/mnt", 2 << 20, 2 << 20},
+	} {
+		st, err := r.Statfs(ctx, c.path)
+		if err != nil {
+			t.Fatalf("statfs %s: %v", c.path, err)
+		}
+		if st.TotalBytes != c.total || st.FreeBytes != c.free {
+			t.Errorf("statfs %s: %d of %d bytes free, want %d of %d", c.path, st.FreeBytes, st.TotalBytes, c.free, c.total)
+		}
+	}
+}

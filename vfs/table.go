@@ -211,7 +211,7 @@ func (t *MountTable) Utimens(ctx context.Context, p string, atime, mtime *time.T
 	return t.router().Utimens(ctx, p, atime, mtime)
 }
 
-// Statfs describes the table's root, which holds nothing.
-func (t *MountTable) Statfs(ctx context.Context) (StatFS, error) {
-	return t.router().Statfs(ctx)
+// Statfs describes the mount that holds p.
+func (t *MountTable) Statfs(ctx context.Context, p string) (StatFS, error) {
+	return t.router().Statfs(ctx, p)
 }

@@ -56,6 +56,10 @@ func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
 // StatFS describes a provider's capacity, in bytes and files.
 type StatFS struct {
 	TotalBytes, FreeBytes uint64
+	// ReservedBytes are the free bytes that only a privileged writer
+	// may take (a host file system's reserve for root), counted in
+	// FreeBytes; the sandbox's df shows the rest as available.
+	ReservedBytes         uint64
 	TotalFiles, FreeFiles uint64
 	// NameMax is the longest name allowed; 0 means 255.
 	NameMax uint32
@@ -111,7 +115,11 @@ type Provider interface {
 	// Utimens sets the access and modification times; nil leaves one
 	// as it is.
 	Utimens(ctx context.Context, path string, atime, mtime *time.Time) error
-	Statfs(ctx context.Context) (StatFS, error)
+	// Statfs describes the file system that holds path, as statfs(2)
+	// does: the sandbox's df and free-space checks see it. A provider
+	// made of several (a router of mounts) answers for the one that
+	// holds path.
+	Statfs(ctx context.Context, path string) (StatFS, error)
 }
 
 // Handle is an open file.

@@ -101,7 +101,9 @@ func (s *sub) Truncate(ctx context.Context, q string, size int64) error {
 func (s *sub) Utimens(ctx context.Context, q string, atime, mtime *time.Time) error {
 	return s.p.Utimens(ctx, s.at(q), atime, mtime)
 }
-func (s *sub) Statfs(ctx context.Context) (vfs.StatFS, error) { return s.p.Statfs(ctx) }
+func (s *sub) Statfs(ctx context.Context, q string) (vfs.StatFS, error) {
+	return s.p.Statfs(ctx, s.at(q))
+}
 
 // Block hides paths (clean and absolute) of p and everything beneath
 // them: they do not exist (ENOENT), do not show in listings, and
@@ -240,4 +242,9 @@ func (b *blocker) Utimens(ctx context.Context, q string, atime, mtime *time.Time
 	}
 	return b.p.Utimens(ctx, q, atime, mtime)
 }
-func (b *blocker) Statfs(ctx context.Context) (vfs.StatFS, error) { return b.p.Statfs(ctx) }
+func (b *blocker) Statfs(ctx context.Context, q string) (vfs.StatFS, error) {
+	if err := b.check(q, false); err != nil {
+		return vfs.StatFS{}, err
+	}
+	return b.p.Statfs(ctx, q)
+}

@@ -390,7 +390,11 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	st, err := n.fsys.p.Statfs(n.fsys.caller(ctx))
+	p, e := n.path()
+	if e != 0 {
+		return e
+	}
+	st, err := n.fsys.p.Statfs(n.fsys.caller(ctx), p)
 	if err != nil {
 		return errno(err)
 	}
@@ -399,7 +403,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Frsize = bsize
 	out.Blocks = st.TotalBytes / bsize
 	out.Bfree = st.FreeBytes / bsize
-	out.Bavail = out.Bfree
+	out.Bavail = (st.FreeBytes - min(st.ReservedBytes, st.FreeBytes)) / bsize
 	out.Files = st.TotalFiles
 	out.Ffree = st.FreeFiles
 	out.NameLen = st.NameMax

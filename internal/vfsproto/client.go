@@ -542,8 +542,8 @@ func (c *Client) Utimens(ctx context.Context, path string, atime, mtime *time.Ti
 }
 
 // Statfs implements vfs.Provider.
-func (c *Client) Statfs(ctx context.Context) (vfs.StatFS, error) {
-	resp, _, err := c.do(ctx, &request{Op: opStatfs}, nil, nil)
+func (c *Client) Statfs(ctx context.Context, path string) (vfs.StatFS, error) {
+	resp, err := c.pathOp(ctx, request{Op: opStatfs, Path: path})
 	if err != nil {
 		return vfs.StatFS{}, err
 	}
@@ -554,7 +554,7 @@ func (c *Client) Statfs(ctx context.Context) (vfs.StatFS, error) {
 	return vfs.StatFS{
 		TotalBytes: st.TotalBytes, FreeBytes: st.FreeBytes,
 		TotalFiles: st.TotalFiles, FreeFiles: st.FreeFiles,
-		NameMax: st.NameMax,
+		NameMax: st.NameMax, ReservedBytes: st.Reserved,
 	}, nil
 }
 

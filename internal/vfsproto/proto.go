@@ -247,6 +247,7 @@ type wireStatFS struct {
 	TotalFiles uint64
 	FreeFiles  uint64
 	NameMax    uint32
+	Reserved   uint64
 }
 
 // response is the header of a server frame.

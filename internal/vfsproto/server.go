@@ -609,14 +609,17 @@ func (ss *session) exec(ctx context.Context, req *request, payload []byte) resul
 		}
 		return done(p.Utimens(ctx, req.Path, atp, mtp))
 	case opStatfs:
-		st, err := p.Statfs(ctx)
+		if err := checkPath(req.Path); err != nil {
+			return fail(err)
+		}
+		st, err := p.Statfs(ctx, req.Path)
 		if err != nil {
 			return fail(err)
 		}
 		return result{resp: response{StatFS: &wireStatFS{
 			TotalBytes: st.TotalBytes, FreeBytes: st.FreeBytes,
 			TotalFiles: st.TotalFiles, FreeFiles: st.FreeFiles,
-			NameMax: st.NameMax,
+			NameMax: st.NameMax, Reserved: st.ReservedBytes,
 		}}}
 	case opRead, opWrite, opFstat, opFtruncate, opFsync:
 		return ss.execHandle(ctx, req, payload)

@@ -305,7 +305,7 @@ func (t *testFS) Utimens(ctx context.Context, p string, atime, mtime *time.Time)
 	})
 }
 
-func (t *testFS) Statfs(ctx context.Context) (vfs.StatFS, error) {
+func (t *testFS) Statfs(ctx context.Context, _ string) (vfs.StatFS, error) {
 	return vfs.StatFS{TotalBytes: 1 << 30, FreeBytes: 1 << 29, TotalFiles: 1000, FreeFiles: 999, NameMax: 255}, nil
 }
 

@@ -178,7 +178,7 @@ func TestOps(t *testing.T) {
 			t.Fatalf("remove %s: %v", p, err)
 		}
 	}
-	st, err := c.Statfs(ctx)
+	st, err := c.Statfs(ctx, "/")
 	if err != nil || st.TotalBytes == 0 || st.FreeFiles == 0 || st.FreeFiles >= st.TotalFiles || st.NameMax != 255 {
 		t.Fatalf("statfs: %+v %v", st, err)
 	}

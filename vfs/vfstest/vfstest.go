@@ -867,9 +867,9 @@ func testConcurrent(t *testing.T, p vfs.Provider) {
 }
 
 func testStatfs(t *testing.T, p vfs.Provider) {
-	st, err := p.Statfs(ctx)
+	st, err := p.Statfs(ctx, "/")
 	must(t, "statfs", err)
-	if st.FreeBytes > st.TotalBytes {
+	if st.FreeBytes > st.TotalBytes || st.ReservedBytes > st.FreeBytes {
 		t.Fatalf("statfs %+v", st)
 	}
 	if p.Readonly() {
