@@ -448,3 +448,91 @@ func TestSimulatedActions(t *testing.T) {
 		def.expect(t, "ioctl(fd=TIOCSTI, TCGETS)", retAllow, unix.SYS_IOCTL, unix.TIOCSTI, unix.TCGETS)
 	})
 }
+
+// decide is the profile written as plain Go, apart from the filter: what
+// the filter must answer for a native syscall nr with args.
+func decide(p Profile, a archSpec, nr uint32, args [6]uint64) uint32 {
+	if a.x32 && nr >= x32SyscallBit {
+		return retEPERM
+	}
+	denied := a.deny
+	if !p.AllowPtrace {
+		denied = slices.Concat(a.deny, a.ptrace)
+	}
+	for _, s := range denied {
+		if s.nr == nr {
+			return retEPERM
+		}
+	}
+	lo := func(i int) uint32 { return uint32(args[i]) }
+	switch nr {
+	case a.clone3:
+		return retENOSYS
+	case a.clone, a.unshare:
+		if lo(0)&nsFlags != 0 {
+			return retEPERM
+		}
+	case a.personality:
+		if !slices.Contains(allowedPersonalities[:], lo(0)) {
+			return retEPERM
+		}
+	case a.ioctl:
+		if slices.Contains(deniedIoctls[:], lo(1)) {
+			return retEPERM
+		}
+	case a.socket, a.socketpair:
+		switch lo(0) {
+		case unix.AF_UNIX, unix.AF_INET6:
+		case unix.AF_INET:
+			if lo(1)&sockTypeMask == unix.SOCK_PACKET {
+				return retEAFNOSUPPORT
+			}
+		case unix.AF_NETLINK:
+			if !slices.Contains(allowedNetlink[:], lo(2)) {
+				return retEPROTONOSUPPORT
+			}
+		default:
+			return retEAFNOSUPPORT
+		}
+	}
+	return retAllow
+}
+
+// TestEverySyscallNumber runs the filter for every syscall number (and
+// numbers past the tables, and the x32 range) with arguments that each
+// special case looks at, and checks each answer against decide: no
+// number may reach another number's case, or fall through to ALLOW
+// where the profile denies it.
+func TestEverySyscallNumber(t *testing.T) {
+	a := mustArch(t)
+	argSets := [][6]uint64{
+		{},
+		{unix.CLONE_NEWUSER, unix.TIOCSTI, 0},
+		{unix.CLONE_VM | unix.CLONE_THREAD, unix.TCGETS},
+		{0x8, unix.TIOCLINUX},
+		{0x1234},
+		{unix.AF_INET, unix.SOCK_PACKET | unix.SOCK_CLOEXEC},
+		{unix.AF_INET, unix.SOCK_STREAM},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT},
+		{unix.AF_PACKET, unix.SOCK_RAW},
+		{unix.AF_UNIX, unix.SOCK_STREAM},
+		{1 << 40, 1 << 40, 1 << 40},
+	}
+	var nrs []uint32
+	for nr := uint32(0); nr < 1100; nr++ {
+		nrs = append(nrs, nr)
+	}
+	nrs = append(nrs, x32SyscallBit-1, x32SyscallBit, x32SyscallBit+1, x32SyscallBit+unix.SYS_READ, 1<<31, ^uint32(0))
+	for _, p := range []Profile{DefaultProfile(), {AllowPtrace: true}} {
+		sim := newSimulator(t, p)
+		for _, nr := range nrs {
+			for _, args := range argSets {
+				want := decide(p, a, nr, args)
+				if got := sim.run(t, nr, a.auditArch, args[:]...); got != want {
+					t.Errorf("AllowPtrace=%v: nr %d args %#x: %s, want %s", p.AllowPtrace, nr, args, actionName(got), actionName(want))
+				}
+			}
+		}
+	}
+}
