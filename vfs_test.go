@@ -269,6 +269,58 @@ func TestVFSHostDirectories(t *testing.T) {
 	}
 }
 
+// TestVFSDirectMountFile binds host files, as docker's -v binds one: a
+// read-only one over a file of the sandbox's, a writable one where the
+// sandbox has none (made, with its directory). Writes reach the host
+// file, the sandbox cannot unlink or replace it, and the file API reads
+// what the sandbox sees. A host file cannot land on a directory.
+func TestVFSDirectMountFile(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 90*time.Second)
+	host := t.TempDir()
+	os.Chmod(host, 0o755)
+	ro, rw := filepath.Join(host, "ro.conf"), filepath.Join(host, "rw.txt")
+	for _, f := range []string{ro, rw} {
+		if err := os.WriteFile(f, []byte("host\n"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(f, 0o666)
+	}
+	sb := newSandbox(t, airlock.Config{VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{
+		"/etc/hostname":      {HostPath: ro, Readonly: true},
+		"/srv/app/rw.txt":    {HostPath: rw},
+		"/srv/app/again.txt": {HostPath: rw, Readonly: true},
+	}}})
+	out := mustRun(t, ctx, sb, `cat /etc/hostname /srv/app/rw.txt
+echo sandbox >> /srv/app/rw.txt
+cat /srv/app/again.txt
+(echo x >> /etc/hostname) 2>&1
+(echo x >> /srv/app/again.txt) 2>&1
+rm /srv/app/rw.txt 2>/dev/null || echo kept
+mv /tmp /srv/app/rw.txt 2>/dev/null || echo not-replaced
+true`)
+	if want := "host\nhost\nhost\nsandbox\n"; !strings.HasPrefix(out, want) || strings.Count(out, "Read-only file system") != 2 || !strings.Contains(out, "kept") || !strings.Contains(out, "not-replaced") {
+		t.Errorf("in the sandbox:\n%s", out)
+	}
+	if b, _ := os.ReadFile(rw); string(b) != "host\nsandbox\n" {
+		t.Errorf("the host's writable file holds %q", b)
+	}
+	if b, _ := os.ReadFile(ro); string(b) != "host\n" {
+		t.Errorf("the host's read-only file holds %q", b)
+	}
+	if b, err := sb.ReadFile(ctx, "/srv/app/rw.txt"); err != nil || string(b) != "host\nsandbox\n" {
+		t.Errorf("the file API reads %q %v", b, err)
+	}
+
+	other, err := airlock.Create(ctx, airlock.Config{VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/tmp": {HostPath: rw}}}})
+	if err == nil {
+		other.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "only over a file") {
+		t.Errorf("a host file bound over a directory: %v", err)
+	}
+}
+
 // A full memory mount refuses writes with ENOSPC and keeps working.
 func TestVFSQuota(t *testing.T) {
 	needFUSE(t)
@@ -288,6 +340,17 @@ func TestVFSQuota(t *testing.T) {
 // change.
 func TestVFSConfigErrors(t *testing.T) {
 	dir := t.TempDir()
+	fifo, file := filepath.Join(dir, "fifo"), filepath.Join(dir, "file")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A regular file is a direct mount's source, as docker's -v takes one.
+	if err := (&airlock.Config{VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/f": {HostPath: file}}}}).Validate(); err != nil {
+		t.Errorf("a direct mount of a file: %v", err)
+	}
 	for _, c := range []struct {
 		v    airlock.VFSConfig
 		want string
@@ -301,6 +364,8 @@ func TestVFSConfigErrors(t *testing.T) {
 		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "memory"}}, DirectMounts: map[string]airlock.DirectMount{"/d/x": {HostPath: dir}}}, "inside the programmable mount"},
 		{airlock.VFSConfig{BlockedPaths: []string{"rel"}}, "absolute"},
 		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/w/": {Type: "memory"}}}, "not clean"},
+		{airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/f": {HostPath: fifo}}}, "neither a directory nor a regular file (a FIFO)"},
+		{airlock.VFSConfig{Mounts: map[string]airlock.MountSpec{"/d": {Type: "real_fs", HostPath: file}}}, "not a directory"},
 	} {
 		err := (&airlock.Config{VFS: c.v}).Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -17,9 +17,10 @@ type VFSConfig struct {
 	// Mounts are programmable mounts by target (an absolute path in the
 	// sandbox), described as JSON-RPC and the CLI describe them.
 	Mounts map[string]MountSpec `json:"mounts,omitempty"`
-	// DirectMounts are host directories bound at their target: as fast
-	// as the host's own files, with no provider in between (no hooks,
-	// no events).
+	// DirectMounts are host directories, or regular files, bound at
+	// their target: as fast as the host's own files, with no provider
+	// in between (no hooks, no events). A file is bound at the process
+	// level only (see DirectMount).
 	DirectMounts map[string]DirectMount `json:"direct_mounts,omitempty"`
 	// BlockedPaths are never visible in the sandbox, whatever the
 	// mounts: inside a programmable mount they do not exist (and cannot
@@ -50,7 +51,12 @@ type MountSpec struct {
 	Lower *MountSpec `json:"lower,omitempty"`
 }
 
-// DirectMount is a host directory bound into the sandbox.
+// DirectMount is a host directory bound into the sandbox, or a host
+// regular file bound over a file of the sandbox's (made empty first where
+// the image has none), as docker's -v binds one: a configuration file,
+// a Kubernetes config map's key. A file is bound at the process level;
+// the gvisor and vm levels serve direct mounts through airlock's file
+// server, which mounts directories, and refuse one.
 type DirectMount struct {
 	HostPath string `json:"host_path"`
 	Readonly bool   `json:"readonly,omitempty"`
@@ -133,7 +139,7 @@ func (v VFSConfig) validate() error {
 		if err := add("direct mount", t); err != nil {
 			return err
 		}
-		if err := checkHostDir("vfs.direct_mounts["+t+"].host_path", d.HostPath); err != nil {
+		if err := checkHostDirOrFile("vfs.direct_mounts["+t+"].host_path", d.HostPath); err != nil {
 			return err
 		}
 	}
@@ -213,6 +219,37 @@ func checkHostDir(where, p string) error {
 		return fmt.Errorf("%s %s is not a directory", where, p)
 	}
 	return nil
+}
+
+func checkHostDirOrFile(where, p string) error {
+	if p == "" {
+		return fmt.Errorf("%s is missing: give a host directory or file", where)
+	}
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%s %q must be an absolute path", where, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", where, p, err)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s %s is neither a directory nor a regular file (%s): only those can be bound into a sandbox", where, p, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+// fileKind names the type of a file that is not a directory or a
+// regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // sortedKeys returns m's keys in order.

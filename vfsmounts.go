@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,9 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	if serveDirect {
 		for _, t := range sortedKeys(c.VFS.DirectMounts) {
 			d := c.VFS.DirectMounts[t]
+			if fi, err := os.Stat(d.HostPath); err == nil && !fi.IsDir() {
+				return nil, fmt.Errorf("vfs.direct_mounts[%s]: %s is a file: at the %s level direct mounts are served by airlock's file server, which mounts directories only; bind the directory that holds it (-v %s:DIR), or run at the process level, which binds files", t, d.HostPath, c.Isolation, filepath.Dir(d.HostPath))
+			}
 			p, err := MountSpec{Type: MountRealFS, HostPath: d.HostPath, Readonly: d.Readonly}.provider(0, &owned)
 			if err != nil {
 				return nil, fmt.Errorf("vfs.direct_mounts[%s]: %w", t, err)

@@ -21,7 +21,7 @@ type mountFlags struct {
 
 func (f *mountFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringArrayVarP(&f.volumes, "volume", "v", nil, "bind a host directory: HOST:SANDBOX[:ro|rw] (HOST absolute or relative to here; read-write unless :ro)")
+	fl.StringArrayVarP(&f.volumes, "volume", "v", nil, "bind a host directory, or a file at the process level: HOST:SANDBOX[:ro|rw] (HOST absolute or relative to here; read-write unless :ro)")
 	fl.StringArrayVar(&f.mounts, "mount", nil, "a mount, as docker writes them: type=memory|tmpfs,target=/workspace[,size=64m][,readonly]; type=real_fs,source=HOST,target=/data[,readonly] (a host directory served by airlock: hooks and events see it); type=overlay,source=HOST,target=/src (writes kept in memory, the host directory never changed); type=bind,source=HOST,target=/data[,readonly] (as -v)")
 	fl.StringArrayVar(&f.blocked, "block-path", nil, "a path of the sandbox that is never visible, whatever the mounts (e.g. /workspace/.env)")
 }

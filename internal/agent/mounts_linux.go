@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -246,6 +247,13 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	if rel == "" {
 		return errors.New("a host mount cannot be the root")
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return fmt.Errorf("the host mount: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		return attachFile(r, rel, tree, d.Readonly)
+	}
 	if err := r.MkdirAll(rel, 0o755); err != nil {
 		return fmt.Errorf("make the mount point: %w", err)
 	}
@@ -274,6 +282,53 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if err := mountSetattr(int(top.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("set the mount's flags: %w", err)
+	}
+	return nil
+}
+
+// attachFile binds the host file tree (a detached mount of a regular
+// file) over the file rel of root, made empty where the image has none,
+// as docker binds a file.
+func attachFile(r *os.Root, rel string, tree int, readonly bool) error {
+	if dir := path.Dir(rel); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("make the mount point's directory: %w", err)
+		}
+	}
+	// O_PATH: the file is a mount point, never read or written here.
+	f, err := r.OpenFile(rel, unix.O_PATH, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		var made *os.File
+		if made, err = r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			made.Close()
+			f, err = r.OpenFile(rel, unix.O_PATH, 0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("open the mount point: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("open the mount point: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("a host file can be bound only over a file, and the mount point is not one")
+	}
+	if err := unix.MoveMount(tree, "", int(f.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the mount: %w", err)
+	}
+	top, err := r.OpenFile(rel, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("open the mount: %w", err)
+	}
+	defer top.Close()
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if readonly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := mountSetattr(int(top.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("set the mount's flags: %w", err)
 	}
 	return nil

@@ -313,7 +313,8 @@ func TestPidsLimit(t *testing.T) {
 }
 
 // TestBindMount gives a container a host directory, read-write and
-// read-only, as ctr run --mount does.
+// read-only, and a host file (as a Kubernetes config map's key or a
+// hostPath file arrives), as ctr run --mount does.
 func TestBindMount(t *testing.T) {
 	d := startContainerd(t)
 	rw, ro := t.TempDir(), t.TempDir()
@@ -326,12 +327,16 @@ func TestBindMount(t *testing.T) {
 	out, err := d.ctrErr("run", "--rm", "--runtime", ctrshim.RuntimeName,
 		"--mount", "type=bind,src="+rw+",dst=/rw,options=rbind:rw",
 		"--mount", "type=bind,src="+ro+",dst=/ro,options=rbind:ro",
-		testImage, "t6", "sh", "-c", "cat /ro/given; echo written > /rw/out; echo x > /ro/no && echo wrote-ro")
+		"--mount", "type=bind,src="+filepath.Join(ro, "given")+",dst=/etc/app/given.conf,options=rbind:ro",
+		testImage, "t6", "sh", "-c", "cat /ro/given; echo written > /rw/out; echo file: $(cat /etc/app/given.conf); echo x > /ro/no && echo wrote-ro")
 	if err == nil || strings.Contains(out, "wrote-ro") {
 		t.Errorf("a write to the read-only mount succeeded: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "from the host") {
 		t.Errorf("the read-only mount's file: %q", out)
+	}
+	if !strings.Contains(out, "file: from the host") {
+		t.Errorf("the bound file: %q", out)
 	}
 	if b, err := os.ReadFile(filepath.Join(rw, "out")); err != nil || string(b) != "written\n" {
 		t.Errorf("the read-write mount: %q, %v", b, err)
