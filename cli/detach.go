@@ -41,6 +41,8 @@ type supervisorSpec struct {
 	Rows    uint16         `json:"rows,omitempty"`
 	Cols    uint16         `json:"cols,omitempty"`
 	Timeout time.Duration  `json:"timeout,omitempty"`
+	// Remove is --rm: the record goes once the sandbox has stopped.
+	Remove bool `json:"remove,omitempty"`
 }
 
 // supervisorReady is the supervisor's one-line report on descriptor 4.
@@ -60,7 +62,7 @@ const maxSpecBytes = 4 << 20
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
 func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config, args []string) error {
-	spec := supervisorSpec{ID: airlock.NewID(), Name: f.name, Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80}
+	spec := supervisorSpec{ID: airlock.NewID(), Name: f.name, Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80, Remove: f.rm}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -147,6 +149,10 @@ func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config
 }
 
 const superviseCmdName = "__supervise"
+
+// rmGrace is how long a record of a sandbox run with --rm outlives its
+// end.
+const rmGrace = 20 * waitPoll
 
 func (a *app) newSuperviseCmd() *cobra.Command {
 	return &cobra.Command{
@@ -286,11 +292,23 @@ func (a *app) supervise(ctx context.Context) error {
 	case <-sb.Done():
 		reason = "stopped"
 	}
+	// With --rm the record goes once the end is recorded, as docker
+	// removes a container run with it: a moment later, so that a wait
+	// polling the record (every waitPoll) sees the exit code first.
+	removeRecord := func() {
+		if spec.Remove {
+			time.Sleep(rmGrace)
+			if err := store.Remove(spec.ID); err != nil {
+				slog.Warn("remove the record of a sandbox run with --rm", "sandbox", spec.ID, "err", err)
+			}
+		}
+	}
 	if err := sb.Err(); err != nil {
 		// It stopped by itself: it crashed (a main command that failed
 		// for that ends after the sandbox has stopped, so this says so),
 		// or reached its lifetime.
 		sup.EndFor(err, reason)
+		removeRecord()
 		return nil
 	}
 	// The control socket goes first: requests under way (a stdin write
@@ -299,6 +317,7 @@ func (a *app) supervise(ctx context.Context) error {
 	// torn down.
 	sup.End(reason, code)
 	sb.Close()
+	removeRecord()
 	return nil
 }
 

@@ -672,3 +672,54 @@ func TestStats(t *testing.T) {
 		t.Errorf("stats of a stopped sandbox: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRunRm: --rm as docker's. A detached sandbox run with it is listed
+// while it runs, wait still gets its exit code, and then its record,
+// name and state are gone; a foreground run accepts it (it keeps no
+// record anyway). With --pool --detach it is refused, saying why.
+func TestRunRm(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	if out := h.must(nil, "run", "--rm", "--", "echo", "fg"); out != "fg\n" {
+		t.Errorf("run --rm in the foreground: %q", out)
+	}
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--rm", "--name", "gone", "--", "sh", "-c", "read l; exit 3"))
+	h.waitStatus(id, "running", 10*time.Second)
+	done := make(chan cliResult, 1)
+	go func() { done <- h.run(nil, "wait", id) }()
+	// A wait that polls the record when the command ends; one that
+	// starts later than the record's grace (rmGrace) finds no record.
+	time.Sleep(500 * time.Millisecond)
+	if r := h.run(strings.NewReader("go\n"), "attach", id); r.code != 3 {
+		t.Errorf("attach: code %d, stderr %q; want the command's 3", r.code, r.stderr)
+	}
+	select {
+	case r := <-done:
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
+			t.Errorf("wait: code %d, stdout %q, stderr %q; want 3", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait did not return")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := h.list()[id]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record of a sandbox run with --rm is still there: %+v", h.list()[id])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(h.home, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("its state directory: %v", err)
+	}
+	// The name is free again.
+	again := strings.TrimSpace(h.must(nil, "run", "-d", "--rm", "--name", "gone", "--", "true"))
+	if again == id {
+		t.Errorf("the same id twice: %s", id)
+	}
+	if r := h.run(nil, "run", "-d", "--rm", "--pool", "p", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "--rm with --detach --pool") {
+		t.Errorf("--rm with --detach --pool: code %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -918,7 +918,7 @@ func poolCall(ctx context.Context, conn net.Conn, br *bufio.Reader, req poolRequ
 func (a *app) runFromPool(ctx context.Context, cmd *cobra.Command, f *runFlags, args []string) error {
 	// The flags of run that go with --pool: the others configure a new
 	// sandbox.
-	withPool := []string{"pool", "detach", "name", "workdir", "user", "timeout", "interactive", "tty", "json", "quiet", "env", "env-file"}
+	withPool := []string{"pool", "detach", "rm", "name", "workdir", "user", "timeout", "interactive", "tty", "json", "quiet", "env", "env-file"}
 	var bad []string
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
 		if !slices.Contains(withPool, fl.Name) {
@@ -930,6 +930,9 @@ func (a *app) runFromPool(ctx context.Context, cmd *cobra.Command, f *runFlags, 
 	}
 	if err := checkTTY(f.tty, f.interactive); err != nil {
 		return err
+	}
+	if f.detach && f.rm {
+		return fmt.Errorf("--rm with --detach --pool: a sandbox taken from a pool keeps its record until it is removed (`%s rm ID` once it stops); drop --rm", a.name)
 	}
 	if f.detach {
 		return a.takeDetached(ctx, f, args, cmd.Flags().Changed("timeout"))

@@ -103,9 +103,29 @@ func (a *app) run(ctx context.Context, args []string) int {
 		// Nobody reads what would say so.
 		return exitOutputGone
 	default:
-		a.warnf("%s", termText(err.Error()))
+		a.warnf("%s", termText(oneLine(err.Error())))
 		return 125
 	}
+}
+
+// oneLine puts cobra's error for a command it does not know, whose
+// suggestions follow on lines of their own, on one line: errors are
+// printed with control characters escaped, a line break included.
+func oneLine(msg string) string {
+	first, rest, ok := strings.Cut(msg, "\n")
+	if !ok || !strings.HasPrefix(first, "unknown command ") {
+		return msg
+	}
+	var names []string
+	for l := range strings.Lines(rest) {
+		if l = strings.TrimSpace(l); l != "" && l != "Did you mean this?" {
+			names = append(names, l)
+		}
+	}
+	if len(names) > 0 {
+		first += "; did you mean " + strings.Join(names, " or ") + "?"
+	}
+	return first
 }
 
 // exitOutputGone is the exit code of a command whose output lost its

@@ -54,3 +54,18 @@ func TestExtraCommands(t *testing.T) {
 		t.Errorf("an unknown command: exit %d, want 125", code)
 	}
 }
+
+// A command cobra does not know is reported on one line with its
+// suggestions, not with escaped line breaks.
+func TestUnknownCommandOneLine(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"unknown command \"stpo\" for \"airlock\"\n\nDid you mean this?\n\tstop\n", `unknown command "stpo" for "airlock"; did you mean stop?`},
+		{"unknown command \"top\" for \"airlock\"\n\nDid you mean this?\n\tcp\n\tstop\n", `unknown command "top" for "airlock"; did you mean cp or stop?`},
+		{"unknown command \"x\" for \"airlock\"", `unknown command "x" for "airlock"`},
+		{"a file named\nairlock: forged", "a file named\nairlock: forged"},
+	} {
+		if got := oneLine(c.in); got != c.want {
+			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

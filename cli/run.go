@@ -45,6 +45,7 @@ type runFlags struct {
 	allowPtrace bool
 	quiet       bool
 	detach      bool
+	rm          bool
 	pool        string
 	publish     []string
 	net         networkFlags
@@ -120,6 +121,7 @@ is left running, as run --detach leaves one.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print warnings about limits that cannot be enforced")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start the sandbox in the background, print its id and return; it runs until its command ends, airlock kill, or its timeout")
+	fl.BoolVar(&f.rm, "rm", false, "remove the sandbox's record when it stops, as docker's --rm does: a sandbox run in the foreground keeps none anyway; with --detach its record, logs and state go once its command ends or it is stopped")
 	fl.StringVar(&f.pool, "pool", "", "take a ready sandbox from this pool (airlock pool create) instead of starting one; it has the pool's configuration")
 	return cmd
 }
