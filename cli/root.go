@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -118,7 +119,7 @@ func oneLine(msg string) string {
 	}
 	var names []string
 	for l := range strings.Lines(rest) {
-		if l = strings.TrimSpace(l); l != "" && l != "Did you mean this?" {
+		if l = strings.TrimSpace(l); l != "" && l != "Did you mean this?" && !slices.Contains(names, l) {
 			names = append(names, l)
 		}
 	}
