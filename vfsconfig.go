@@ -204,26 +204,19 @@ func (m *MountSpec) validate(where string) error {
 
 var mountTypes = []string{MountMemory, MountRealFS, MountOverlay}
 
-func checkHostDir(where, p string) error {
-	if p == "" {
-		return fmt.Errorf("%s is missing: give a host directory", where)
-	}
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("%s %q must be an absolute path", where, p)
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", where, p, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s %s is not a directory", where, p)
-	}
-	return nil
-}
+func checkHostDir(where, p string) error { return checkHostPath(where, p, false) }
 
-func checkHostDirOrFile(where, p string) error {
+func checkHostDirOrFile(where, p string) error { return checkHostPath(where, p, true) }
+
+// checkHostPath checks that p is an absolute path to a host directory,
+// or with fileOK to a regular file too.
+func checkHostPath(where, p string, fileOK bool) error {
+	what := "a host directory"
+	if fileOK {
+		what += " or file"
+	}
 	if p == "" {
-		return fmt.Errorf("%s is missing: give a host directory or file", where)
+		return fmt.Errorf("%s is missing: give %s", where, what)
 	}
 	if !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("%s %q must be an absolute path", where, p)
@@ -232,7 +225,11 @@ func checkHostDirOrFile(where, p string) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", where, p, err)
 	}
-	if !fi.IsDir() && !fi.Mode().IsRegular() {
+	switch {
+	case fi.IsDir():
+	case !fileOK:
+		return fmt.Errorf("%s %s is not a directory", where, p)
+	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s %s is neither a directory nor a regular file (%s): only those can be bound into a sandbox", where, p, fileKind(fi.Mode()))
 	}
 	return nil
