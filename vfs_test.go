@@ -312,6 +312,21 @@ true`)
 		t.Errorf("the file API reads %q %v", b, err)
 	}
 
+	// The file API writes a bound file in place (it cannot be replaced),
+	// and refuses the read-only one as a write inside would be.
+	if err := sb.WriteFile(ctx, "/srv/app/rw.txt", []byte("api\n"), 0o644); err != nil {
+		t.Errorf("the file API's write of a bound file: %v", err)
+	}
+	if b, _ := os.ReadFile(rw); string(b) != "api\n" {
+		t.Errorf("after the file API's write, the host's file holds %q", b)
+	}
+	if err := sb.WriteFile(ctx, "/etc/hostname", []byte("api\n"), 0o644); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("the file API's write of a read-only bound file: %v", err)
+	}
+	if b, _ := os.ReadFile(ro); string(b) != "host\n" {
+		t.Errorf("the host's read-only file holds %q", b)
+	}
+
 	other, err := airlock.Create(ctx, airlock.Config{VFS: airlock.VFSConfig{DirectMounts: map[string]airlock.DirectMount{"/tmp": {HostPath: rw}}}})
 	if err == nil {
 		other.Close()

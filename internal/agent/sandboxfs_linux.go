@@ -440,6 +440,8 @@ func (s *sandboxFS) create(p string) (*upload, error) {
 
 // commit gives the file its mode and puts it in place of the destination
 // (replacing what is there, a symlink included, rather than following it).
+// A destination that is a mount point (a host file bound there) cannot be
+// replaced: the upload is copied into it, which keeps its mode.
 func (u *upload) commit(mode uint32) error {
 	defer unix.Close(u.dir)
 	err := unix.Fchmod(int(u.Fd()), mode)
@@ -448,9 +450,46 @@ func (u *upload) commit(mode uint32) error {
 	}
 	if err == nil {
 		err = unix.Renameat(u.dir, u.tmp, u.dir, u.name)
+		if errors.Is(err, unix.EBUSY) {
+			err = u.copyOver()
+			_ = unix.Unlinkat(u.dir, u.tmp, 0)
+			return err
+		}
 	}
 	if err != nil {
 		_ = unix.Unlinkat(u.dir, u.tmp, 0)
+		return &os.PathError{Op: "write", Path: u.path, Err: err}
+	}
+	return nil
+}
+
+// copyOver writes the upload into the regular file that u.name is,
+// truncated first.
+func (u *upload) copyOver() error {
+	const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+	dst, err := openat2(u.dir, u.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK, 0, resolve)
+	if err != nil {
+		return pathError("write", u.path, err)
+	}
+	out := os.NewFile(uintptr(dst), u.path)
+	defer out.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(dst, &st); err != nil {
+		return &os.PathError{Op: "write", Path: u.path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("write %s: it is a mount point and not a regular file", u.path))
+	}
+	src, err := openat2(u.dir, u.tmp, unix.O_RDONLY|unix.O_NOFOLLOW, 0, resolve)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: u.path, Err: err}
+	}
+	in := os.NewFile(uintptr(src), u.tmp)
+	defer in.Close()
+	if err := out.Truncate(0); err != nil {
+		return &os.PathError{Op: "write", Path: u.path, Err: err}
+	}
+	if _, err := io.Copy(out, in); err != nil {
 		return &os.PathError{Op: "write", Path: u.path, Err: err}
 	}
 	return nil
