@@ -32,7 +32,9 @@ func fromProto(f agentproto.FileInfo) FileInfo {
 const DefaultMaxReadBytes = 1 << 30
 
 // WriteFile writes data to path inside the sandbox, creating parent
-// directories. The file is replaced atomically.
+// directories. The file is replaced atomically, unless it is a host file
+// bound there (a direct mount), which cannot be replaced: it is written
+// in place.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
 	return s.WriteFileFrom(ctx, path, bytes.NewReader(data), mode)
 }

@@ -139,7 +139,7 @@ func (v VFSConfig) validate() error {
 		if err := add("direct mount", t); err != nil {
 			return err
 		}
-		if err := checkHostDirOrFile("vfs.direct_mounts["+t+"].host_path", d.HostPath); err != nil {
+		if err := checkHostPath("vfs.direct_mounts["+t+"].host_path", d.HostPath, true); err != nil {
 			return err
 		}
 	}
@@ -179,7 +179,7 @@ func (m *MountSpec) validate(where string) error {
 		if m.Upper != nil || m.Lower != nil || m.SizeMB != 0 {
 			return fmt.Errorf("%s: a real_fs mount takes host_path and readonly only", where)
 		}
-		return checkHostDir(where+".host_path", m.HostPath)
+		return checkHostPath(where+".host_path", m.HostPath, false)
 	case MountOverlay:
 		if m.Upper == nil || m.Lower == nil {
 			return fmt.Errorf("%s: an overlay mount needs upper and lower, for example {\"upper\": {\"type\": \"memory\"}, \"lower\": {\"type\": \"real_fs\", \"host_path\": \"/srv/base\"}}", where)
@@ -203,10 +203,6 @@ func (m *MountSpec) validate(where string) error {
 }
 
 var mountTypes = []string{MountMemory, MountRealFS, MountOverlay}
-
-func checkHostDir(where, p string) error { return checkHostPath(where, p, false) }
-
-func checkHostDirOrFile(where, p string) error { return checkHostPath(where, p, true) }
 
 // checkHostPath checks that p is an absolute path to a host directory,
 // or with fileOK to a regular file too.

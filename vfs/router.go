@@ -22,8 +22,8 @@ import (
 //
 // Inode numbers carry the mount's index in their top 16 bits, so that
 // mounts do not share them; made-up directories have 0. Statfs describes
-// the provider of the mount that holds the path. Watch reports the changes of every mount, with
-// their full paths.
+// the provider of the mount that holds the path. Watch reports the
+// changes of every mount, with their full paths.
 func NewMountRouter(mounts map[string]Provider) Provider {
 	r := &mountRouter{}
 	for at, p := range mounts {

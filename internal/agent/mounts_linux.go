@@ -251,28 +251,19 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	if err := unix.Fstat(tree, &st); err != nil {
 		return fmt.Errorf("the host mount: %w", err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		return attachFile(r, rel, tree, d.Readonly)
-	}
-	if err := r.MkdirAll(rel, 0o755); err != nil {
-		return fmt.Errorf("make the mount point: %w", err)
-	}
-	dir, err := r.Open(rel)
+	point, reopen, err := mountPoint(r, rel, st.Mode&unix.S_IFMT == unix.S_IFREG)
 	if err != nil {
-		return fmt.Errorf("open the mount point: %w", err)
+		return err
 	}
-	defer dir.Close()
-	if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
-		return fmt.Errorf("the mount point is not a directory")
-	}
-	if err := unix.MoveMount(tree, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+	defer point.Close()
+	if err := unix.MoveMount(tree, "", int(point.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach the mount: %w", err)
 	}
 	// Its flags are set once it is attached, before any command runs:
 	// gVisor's Sentry has no mount_setattr, and the bind remount that
 	// stands in for it needs a path, which a detached mount has not.
 	// The mount point opened again is the mount's root.
-	top, err := r.Open(rel)
+	top, err := r.OpenFile(rel, reopen, 0)
 	if err != nil {
 		return fmt.Errorf("open the mount: %w", err)
 	}
@@ -287,16 +278,31 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	return nil
 }
 
-// attachFile binds the host file tree (a detached mount of a regular
-// file) over the file rel of root, made empty where the image has none,
-// as docker binds a file.
-func attachFile(r *os.Root, rel string, tree int, readonly bool) error {
+// mountPoint opens the directory at rel in root, made with its parents
+// where missing, or with file the regular file there, made empty where
+// the image has none (a host file is bound over a file, as docker binds
+// one). It returns the open flag that opens the mount once attached: a
+// file only as a path, since its host permissions may forbid reading.
+func mountPoint(r *os.Root, rel string, file bool) (*os.File, int, error) {
+	if !file {
+		if err := r.MkdirAll(rel, 0o755); err != nil {
+			return nil, 0, fmt.Errorf("make the mount point: %w", err)
+		}
+		dir, err := r.Open(rel)
+		if err != nil {
+			return nil, 0, fmt.Errorf("open the mount point: %w", err)
+		}
+		if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
+			dir.Close()
+			return nil, 0, errors.New("the mount point is not a directory")
+		}
+		return dir, os.O_RDONLY, nil
+	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("make the mount point's directory: %w", err)
+			return nil, 0, fmt.Errorf("make the mount point's directory: %w", err)
 		}
 	}
-	// O_PATH: the file is a mount point, never read or written here.
 	f, err := r.OpenFile(rel, unix.O_PATH, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		var made *os.File
@@ -306,32 +312,14 @@ func attachFile(r *os.Root, rel string, tree int, readonly bool) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("open the mount point: %w", err)
+		return nil, 0, fmt.Errorf("open the mount point: %w", err)
 	}
-	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("open the mount point: %w", err)
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, 0, errors.New("a host file can be bound only over a file, and the mount point is not one")
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errors.New("a host file can be bound only over a file, and the mount point is not one")
-	}
-	if err := unix.MoveMount(tree, "", int(f.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach the mount: %w", err)
-	}
-	top, err := r.OpenFile(rel, unix.O_PATH, 0)
-	if err != nil {
-		return fmt.Errorf("open the mount: %w", err)
-	}
-	defer top.Close()
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if readonly {
-		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-	}
-	if err := mountSetattr(int(top.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("set the mount's flags: %w", err)
-	}
-	return nil
+	return f, unix.O_PATH, nil
 }
 
 // coverBlocked hides each blocked path of the sandbox, after the pivot:
