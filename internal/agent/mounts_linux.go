@@ -251,6 +251,11 @@ func attachOne(r *os.Root, d agentproto.DirectMount) error {
 	if err := unix.Fstat(tree, &st); err != nil {
 		return fmt.Errorf("the host mount: %w", err)
 	}
+	// Only a directory or a regular file: a host path swapped for a
+	// socket or a device after the config was checked binds nothing.
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return fmt.Errorf("the host path is neither a directory nor a regular file (mode %#o)", t)
+	}
 	point, reopen, err := mountPoint(r, rel, st.Mode&unix.S_IFMT == unix.S_IFREG)
 	if err != nil {
 		return err
