@@ -100,8 +100,9 @@ if pid == 0:
         os._exit(0)
     except OSError:
         os._exit(1)
+_, status = os.waitpid(pid, 0)
+assert os.WEXITSTATUS(status) == 0, "a record lock nobody holds was refused"
 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-os.waitpid(pid, 0)
 pid = os.fork()
 if pid == 0:
     try:
