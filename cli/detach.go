@@ -257,6 +257,7 @@ func (a *app) supervise(ctx context.Context) error {
 			var se *airlock.StartError
 			if errors.As(err, &se) {
 				code = se.ExitCode()
+				err = fmt.Errorf("start command: %s", withImageHint(se))
 			}
 			sup.End("failed to start", &code)
 			return fail(spec.ID, code, err)

@@ -43,8 +43,9 @@ func (a *app) newImageCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use: "image",
-		// What a docker user may type first.
-		SuggestFor: []string{"images", "pull", "rmi", "build"},
+		// What a docker user may type first (images, pull and rmi are
+		// shortcuts of their own: dockerShortcuts).
+		SuggestFor: []string{"build"},
 		Short:      "Manage the images sandboxes run: build variants, pull OCI images, list, remove",
 		Long: `Manage the image cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
 
@@ -62,6 +63,23 @@ list and remove images ahead of time.`,
 	cmd.AddCommand(a.newImagePullCmd(&cacheDir))
 	cmd.AddCommand(a.newImagePublishCmd(&cacheDir))
 	return cmd
+}
+
+// dockerShortcuts are docker's top-level image commands: airlock images,
+// pull and rmi are image list, image pull and image rm, flags included.
+func (a *app) dockerShortcuts() []*cobra.Command {
+	var cacheDir string
+	cmds := []*cobra.Command{a.newImageListCmd(&cacheDir), a.newImagePullCmd(&cacheDir), a.newImageRmCmd(&cacheDir)}
+	for i, use := range []string{"images", "pull", "rmi"} {
+		c := cmds[i]
+		c.Short = fmt.Sprintf("%s (airlock image %s, as docker %s)", c.Short, c.Name(), use)
+		_, args, _ := strings.Cut(c.Use, " ")
+		c.Use = strings.TrimSpace(use + " " + args)
+		c.Aliases = nil
+		c.Hidden = true
+		c.Flags().StringVar(&cacheDir, "cache-dir", "", "image cache directory (default $AIRLOCK_CACHE_DIR, else ~/.cache/airlock)")
+	}
+	return cmds
 }
 
 func (a *app) newImageListCmd(cacheDir *string) *cobra.Command {

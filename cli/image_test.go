@@ -74,13 +74,18 @@ func TestRunImageAndImageCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "registry.test/tools/hello:1") || !strings.Contains(r.stdout, img.Key[7:19]) {
 		t.Fatalf("image list: %q", r.stdout)
 	}
+	// docker's shortcuts: images, rmi.
+	r = runCLI(t, nil, "images", "--cache-dir", dir, "-q")
+	if r.code != 0 || r.stdout != img.Key+"\n" {
+		t.Fatalf("images -q: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	r = runCLI(t, nil, "image", "rm", "nosuch")
 	if r.code == 0 || !strings.Contains(r.stderr, "nosuch") {
 		t.Fatalf("image rm of an unknown name: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = runCLI(t, nil, "image", "rm", "registry.test/tools/hello:1")
+	r = runCLI(t, nil, "rmi", "registry.test/tools/hello:1")
 	if r.code != 0 || !strings.Contains(r.stdout, img.Key) {
-		t.Fatalf("image rm: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		t.Fatalf("rmi: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(img.Dir); !os.IsNotExist(err) {
 		t.Fatalf("the image's folder is still there: %v", err)

@@ -291,7 +291,7 @@ func TestDetachedLifecycle(t *testing.T) {
 	if r := h.run(nil, "inspect", "--format", "{{.status", id); r.code == 0 || !strings.Contains(r.stderr, "--format") {
 		t.Errorf("a bad --format: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for typed, want := range map[string]string{"lsit": "list", "exce": "exec", "stpo": "stop", "images": "image"} {
+	for typed, want := range map[string]string{"lsit": "list", "exce": "exec", "stpo": "stop", "imgae": "image"} {
 		if r := h.run(nil, typed, id); r.code == 0 || !strings.Contains(r.stderr, "; did you mean "+want) || strings.Contains(r.stderr, `\x0a`) {
 			t.Errorf("airlock %s: exit %d, stderr %q, want %s suggested", typed, r.code, r.stderr, want)
 		}

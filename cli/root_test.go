@@ -62,7 +62,7 @@ func TestUnknownCommandOneLine(t *testing.T) {
 		{"unknown command \"stpo\" for \"airlock\"\n\nDid you mean this?\n\tstop\n", `unknown command "stpo" for "airlock"; did you mean stop?`},
 		{"unknown command \"top\" for \"airlock\"\n\nDid you mean this?\n\tcp\n\tstop\n", `unknown command "top" for "airlock"; did you mean cp or stop?`},
 		{"unknown command \"x\" for \"airlock\"", `unknown command "x" for "airlock"`},
-		{"unknown command \"images\" for \"airlock\"\n\nDid you mean this?\n\timage\n\timage\n", `unknown command "images" for "airlock"; did you mean image?`},
+		{"unknown command \"imgae\" for \"airlock\"\n\nDid you mean this?\n\timage\n\timage\n", `unknown command "imgae" for "airlock"; did you mean image?`},
 		{"a file named\nairlock: forged", "a file named\nairlock: forged"},
 	} {
 		if got := oneLine(c.in); got != c.want {

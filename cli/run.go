@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/image/store"
+	"github.com/airlock-sandbox/airlock/internal/image/variant"
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
@@ -379,10 +380,52 @@ func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 func (a *app) startFailure(err error) error {
 	var se *airlock.StartError
 	if errors.As(err, &se) {
-		a.warnf("%s", termText(se.Err.Error()))
+		a.warnf("%s", termText(withImageHint(se)))
 		return exitError{se.ExitCode()}
 	}
 	return err
+}
+
+// withImageHint is the message of a command that failed to start, with,
+// when the program was not found and its name looks like an image's (as
+// docker's habit of `docker run IMAGE COMMAND` would give), how to name
+// an image.
+func withImageHint(se *airlock.StartError) string {
+	msg := se.Err.Error()
+	if !se.NotFound || len(se.Argv) == 0 || !looksLikeImage(se.Argv[0]) {
+		return msg
+	}
+	hint := "airlock run --image " + shellJoin(se.Argv[:1])
+	if len(se.Argv) > 1 {
+		hint += " -- " + shellJoin(se.Argv[1:])
+	}
+	return fmt.Sprintf("%s; if %s is an image, name it with --image: %s", msg, se.Argv[0], hint)
+}
+
+// looksLikeImage reports whether name, given as a program, is rather an
+// image: a variant, "host", or a reference with a tag or digest
+// (python:3.12-slim, REGISTRY/REPO@sha256:...).
+func looksLikeImage(name string) bool {
+	if name == "host" || variant.IsVariant(name) {
+		return true
+	}
+	if strings.HasPrefix(name, "/") || strings.HasPrefix(name, ".") || strings.ContainsAny(name, " \t\n'\"$") {
+		return false
+	}
+	return strings.Contains(name, ":") || strings.Contains(name, "@sha256:")
+}
+
+// shellJoin quotes argv for a POSIX shell where a word needs it.
+func shellJoin(argv []string) string {
+	words := make([]string, len(argv))
+	for i, w := range argv {
+		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+%") == "" {
+			words[i] = w
+			continue
+		}
+		words[i] = "'" + strings.ReplaceAll(w, "'", `'"'"'`) + "'"
+	}
+	return strings.Join(words, " ")
 }
 
 func (a *app) exitFor(res *airlock.ExecResult) error {
@@ -436,7 +479,7 @@ func (a *app) runJSON(ctx context.Context, sb *airlock.Sandbox, command airlock.
 		var se *airlock.StartError
 		if errors.As(err, &se) {
 			code := se.ExitCode()
-			msg := se.Err.Error() + "\n"
+			msg := withImageHint(se) + "\n"
 			return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: code, Notes: sb.Notes()}, nil, []byte(msg))
 		}
 		return writeJSONError(err)

@@ -222,6 +222,45 @@ func TestRunNotFound(t *testing.T) {
 	if m["exit_code"] != float64(127) {
 		t.Errorf("--json exit_code = %v, want 127", m["exit_code"])
 	}
+	if strings.Contains(r.stdout+r.stderr, "--image") {
+		t.Errorf("a program that is no image name got an image hint: %s%s", r.stdout, r.stderr)
+	}
+}
+
+// TestRunImageAsCommand runs an image's name where the command goes, as
+// `docker run IMAGE COMMAND` would: the error says how to name an image,
+// in each way run can end.
+func TestRunImageAsCommand(t *testing.T) {
+	t.Parallel()
+	const want = "if python:3.12-slim is an image, name it with --image: airlock run --image python:3.12-slim -- python3 -c 'print(1)'"
+	r := runCLI(t, nil, "run", "python:3.12-slim", "python3", "-c", "print(1)")
+	if r.code != 127 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, stderr %q; want 127 and %q", r.code, r.stderr, want)
+	}
+	r = runCLI(t, nil, "run", "--json", "python:3.12-slim", "python3", "-c", "print(1)")
+	var m struct {
+		ExitCode int    `json:"exit_code"`
+		Stderr   string `json:"stderr"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.ExitCode != 127 || !strings.Contains(m.Stderr, want) {
+		t.Errorf("--json: %v, %s", err, r.stdout)
+	}
+	r = runCLI(t, nil, "run", "-d", "minimal")
+	if r.code != 127 || !strings.Contains(r.stderr, "if minimal is an image, name it with --image: airlock run --image minimal") {
+		t.Errorf("run -d: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestLooksLikeImage(t *testing.T) {
+	for name, want := range map[string]bool{
+		"host": true, "minimal": true, "full": true, "python:3.12-slim": true,
+		"ghcr.io/org/app@sha256:0123": true, "localhost:5000/app": true,
+		"python3": false, "./run:me": false, "/opt/a:b": false, "ls": false, "a b:c": false,
+	} {
+		if got := looksLikeImage(name); got != want {
+			t.Errorf("looksLikeImage(%q) = %v, want %v", name, got, want)
+		}
+	}
 }
 
 func TestVersion(t *testing.T) {
