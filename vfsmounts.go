@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,9 +31,13 @@ type sandboxVFS struct {
 	// watched are the providers whose changes from the host the
 	// sandbox must see at once, by target.
 	watched map[string]vfs.Watcher
+	// reporting says which mounts' providers report every change the
+	// sandbox does not make (those made from the config's memory
+	// mounts), by target.
+	reporting mounts.Flags
 	// direct tells the paths of direct mounts served here, which no
 	// hook sees and no event reports, as for a bound directory.
-	direct directPaths
+	direct mounts.Flags
 	// emit reports a file event.
 	emit func(Event)
 	// overStream: the agent mounts them, and the host serves them over
@@ -77,7 +79,9 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	}()
 	all := make(map[string]vfs.Provider, len(c.VFS.Mounts)+len(c.VFS.Providers))
 	watched := map[string]vfs.Watcher{}
-	var direct []string
+	// Each mount's target, and whether it is a direct one, or its
+	// provider reports every change the sandbox does not make.
+	direct, reporting := mounts.Flags{}, mounts.Flags{}
 	if serveDirect {
 		for _, t := range sortedKeys(c.VFS.DirectMounts) {
 			d := c.VFS.DirectMounts[t]
@@ -92,7 +96,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 			if w, ok := p.(vfs.Watcher); ok {
 				watched[t] = w
 			}
-			direct = append(direct, t)
+			direct[t], reporting[t] = true, false
 		}
 	}
 	for _, t := range sortedKeys(c.VFS.Mounts) {
@@ -102,12 +106,15 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 			return nil, fmt.Errorf("vfs.mounts[%s]: %w", t, err)
 		}
 		all[t] = p
+		direct[t], reporting[t] = false, spec.reportsAll()
 		if w, ok := p.(vfs.Watcher); ok {
 			watched[t] = w
 		}
 	}
 	for t, p := range c.VFS.Providers {
 		all[t] = p
+		// A caller's provider may be shared, or change on its own.
+		direct[t], reporting[t] = false, false
 		if w, ok := p.(vfs.Watcher); ok {
 			watched[t] = w
 		}
@@ -115,7 +122,7 @@ func buildVFS(c *Config, pol *policy.Policy, emit func(Event), serveDirect bool)
 	if len(all) == 0 {
 		return nil, nil
 	}
-	v := &sandboxVFS{watched: watched, direct: directPaths{direct: direct, all: slices.Collect(maps.Keys(all))}, emit: emit, owned: owned}
+	v := &sandboxVFS{watched: watched, reporting: reporting, direct: direct, emit: emit, owned: owned}
 	targets := make([]string, 0, len(all))
 	for t := range all {
 		targets = append(targets, t)
@@ -186,34 +193,13 @@ func hooksSet(h vfs.Hooks) bool {
 	return h.BeforeOpen != nil || h.BeforeWrite != nil || h.AfterWrite != nil || h.BeforeRemove != nil || h.BeforeRename != nil
 }
 
-// directPaths tells which paths of the tree are in direct mounts.
-type directPaths struct {
-	direct []string // targets of direct mounts
-	all    []string // targets of every mount, direct ones included
-}
-
-// has reports whether path p is in a direct mount: the innermost mount
-// holding it is one (a programmable mount inside a direct one is not).
-func (d directPaths) has(p string) bool {
-	if len(d.direct) == 0 {
-		return false
-	}
-	in := ""
-	for _, t := range d.all {
-		if mounts.Within(p, t) && len(t) > len(in) {
-			in = t
-		}
-	}
-	return in != "" && slices.Contains(d.direct, in)
-}
-
 // outside is h for every path but those in direct mounts, which no hook
 // sees.
-func outside(h vfs.Hooks, d directPaths) vfs.Hooks {
-	if len(d.direct) == 0 {
+func outside(h vfs.Hooks, direct mounts.Flags) vfs.Hooks {
+	if !direct.Any() {
 		return h
 	}
-	in := d.has
+	in := direct.At
 	out := h
 	if f := h.BeforeOpen; f != nil {
 		out.BeforeOpen = func(ctx context.Context, p string, flags int) error {
@@ -263,10 +249,24 @@ func (v *sandboxVFS) event(e vfs.Event) {
 	if v.emit == nil {
 		return
 	}
-	if v.direct.has(e.Path) {
+	if v.direct.At(e.Path) {
 		return
 	}
 	v.emit(Event{Type: EventFile, File: &FileEvent{Op: e.Op, Path: e.Path, To: e.To, Size: e.Size, Blocked: e.Blocked, Reason: e.Reason}})
+}
+
+// reportsAll reports whether the provider m makes tells its watchers
+// of every change the sandbox's mount does not make: a memory mount
+// (only the sandbox and the host's file API reach it), and overlays and
+// read-only views of such. A host directory changes behind its back.
+func (m MountSpec) reportsAll() bool {
+	switch m.Type {
+	case MountMemory:
+		return true
+	case MountOverlay:
+		return m.Upper != nil && m.Lower != nil && m.Upper.reportsAll() && m.Lower.reportsAll()
+	}
+	return false
 }
 
 // provider makes the provider m describes; memory mounts hold at most
@@ -335,7 +335,7 @@ func (v *sandboxVFS) mounts() []boundary.Mount {
 // view is the provider the agent's mount at target serves: the tree
 // beneath target, with the host's changes of the providers inside it.
 func (v *sandboxVFS) view(target string) vfs.Provider {
-	w := &watchedView{Provider: mounts.Sub(v.tree, target), target: target}
+	w := &watchedView{Provider: mounts.Sub(v.tree, target), target: target, reporting: v.reporting.Within(target)}
 	for t, src := range v.watched {
 		if mounts.Within(t, target) {
 			w.sources = append(w.sources, watchSource{w: src, at: t})
@@ -348,9 +348,14 @@ func (v *sandboxVFS) view(target string) vfs.Provider {
 // the providers inside it, as paths of the mount.
 type watchedView struct {
 	vfs.Provider
-	target  string
-	sources []watchSource
+	target    string
+	sources   []watchSource
+	reporting mounts.Flags
 }
+
+// Reporting says which paths of the mount change only as the sandbox
+// sees or is told (see vfsfuse and vfsproto, which ask for it).
+func (w *watchedView) Reporting() mounts.Flags { return w.reporting }
 
 type watchSource struct {
 	w  vfs.Watcher

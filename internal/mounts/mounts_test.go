@@ -90,3 +90,31 @@ func TestSubAndBlock(t *testing.T) {
 		t.Errorf("the view's FIFO in the provider: %+v %v", fi, err)
 	}
 }
+
+func TestFlags(t *testing.T) {
+	r := mounts.Flags{"/workspace": true, "/workspace/host": false, "/data": false, "/data/cache": true}
+	for p, want := range map[string]bool{
+		"/": false, "/workspace": true, "/workspace/a/b": true, "/workspacex": false,
+		"/workspace/host": false, "/workspace/host/x": false, "/workspace/hostile": true,
+		"/data/x": false, "/data/cache/y": true, "/elsewhere": false,
+	} {
+		if got := r.At(p); got != want {
+			t.Errorf("At(%q) = %v, want %v", p, got, want)
+		}
+	}
+	w := r.Within("/workspace")
+	for p, want := range map[string]bool{"/": true, "/a": true, "/host": false, "/host/y": false} {
+		if got := w.At(p); got != want {
+			t.Errorf("Within(/workspace).At(%q) = %v, want %v", p, got, want)
+		}
+	}
+	if w := r.Within("/data/cache/sub"); !w.At("/") || !w.At("/z") {
+		t.Errorf("a view inside a reported root: %v", w)
+	}
+	if w := r.Within("/"); !w.At("/workspace/z") || w.At("/data/z") || w.At("/") {
+		t.Errorf("the whole tree: %v", w)
+	}
+	if mounts.Flags(nil).At("/a") {
+		t.Error("nil reports a path")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -103,14 +105,39 @@ type fileSystem struct {
 	openFlags uint32
 	// passthrough: Options.Passthrough.
 	passthrough bool
+	// reporting: the paths whose names and attributes the kernel keeps
+	// for keptTimeout (reporter); none unless the provider says.
+	reporting func() mounts.Flags
 }
 
-func (f *fileSystem) setEntryTimeouts(out *fuse.EntryOut) {
+// keptTimeout is how long the kernel keeps the names and attributes of a
+// path whose every change reaches the server (Invalidate) other than
+// those the kernel makes itself: a memory mount's. The kernel is told
+// of each such change, so this bounds only what a change the provider
+// reports under another name could leave stale (a write by the host to
+// one name of a file the sandbox knows by another link).
+const keptTimeout = time.Minute
+
+// reporter is a provider that knows which of its paths change only as
+// the kernel sees or is told (the sandbox's view of its mounts).
+type reporter interface{ Reporting() mounts.Flags }
+
+func (f *fileSystem) setEntryTimeouts(p string, out *fuse.EntryOut) {
+	if f.reporting().At(p) {
+		out.SetEntryTimeout(max(f.entryTimeout, keptTimeout))
+		out.SetAttrTimeout(max(f.attrTimeout, keptTimeout))
+		return
+	}
 	out.SetEntryTimeout(f.entryTimeout)
 	out.SetAttrTimeout(f.attrTimeout)
 }
 
-func (f *fileSystem) setAttrTimeout(out *fuse.AttrOut) { out.SetTimeout(f.attrTimeout) }
+func (f *fileSystem) attrTimeoutOf(p string) time.Duration {
+	if f.reporting().At(p) {
+		return max(f.attrTimeout, keptTimeout)
+	}
+	return f.attrTimeout
+}
 
 // Server serves one mount.
 type Server struct {
@@ -134,6 +161,12 @@ func Serve(dev *os.File, p vfs.Provider, opts Options) (*Server, error) {
 	// The kernel tells apart the writes of a file opened without a
 	// flush of its own (FOPEN_NOFLUSH): no FLUSH request on close.
 	fsys.openFlags = fuse.FOPEN_NOFLUSH
+	fsys.reporting = func() mounts.Flags { return nil }
+	if r, ok := p.(reporter); ok && fsys.attrTimeout > 0 && fsys.entryTimeout > 0 {
+		// Asked on first use: a remote provider knows once its server
+		// has greeted it, which may wait for the mount to be served.
+		fsys.reporting = sync.OnceValue(r.Reporting)
+	}
 	root := &node{fsys: fsys}
 	mo := fuse.MountOptions{
 		MaxWrite:             cmpOr(opts.MaxWrite, DefaultMaxWrite),

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/internal/vfsfuse"
 	"github.com/airlock-sandbox/airlock/internal/vfsproto"
 	"github.com/airlock-sandbox/airlock/vfs"
@@ -31,6 +33,12 @@ func mount(t *testing.T, p vfs.Provider) string {
 }
 
 func mountWith(t *testing.T, p vfs.Provider, opts vfsfuse.Options) string {
+	t.Helper()
+	dir, _ := mountServer(t, p, opts)
+	return dir
+}
+
+func mountServer(t *testing.T, p vfs.Provider, opts vfsfuse.Options) (string, *vfsfuse.Server) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("mounting FUSE needs root")
@@ -62,7 +70,7 @@ func mountWith(t *testing.T, p vfs.Provider, opts vfsfuse.Options) string {
 			t.Error("the server did not stop after the unmount")
 		}
 	})
-	return dir
+	return dir, srv
 }
 
 func TestFilesThroughMount(t *testing.T) {
@@ -723,6 +731,140 @@ func TestPassthrough(t *testing.T) {
 		f.Close()
 		if err := os.WriteFile(filepath.Join(host, "f"), want, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// reportingMemory is a memory provider that says its files beneath
+// /kept change only as the mount sees or is told, and counts Stat calls.
+type reportingMemory struct {
+	*vfs.Memory
+	mu    sync.Mutex
+	stats map[string]int
+}
+
+func (r *reportingMemory) Reporting() mounts.Flags {
+	return mounts.Flags{"/kept": true}
+}
+
+func (r *reportingMemory) Stat(ctx context.Context, p string) (vfs.FileInfo, error) {
+	r.mu.Lock()
+	r.stats[p]++
+	r.mu.Unlock()
+	return r.Memory.Stat(ctx, p)
+}
+
+func (r *reportingMemory) statsOf(p string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats[p]
+}
+
+// TestReportedPathsKept: the kernel keeps the names and attributes of a
+// path whose changes all reach the server well past the usual second,
+// and still sees at once what the host changes there.
+// Served here, and through the protocol as in a VM, where the guest
+// learns of the kept paths from the host's greeting.
+func TestReportedPathsKept(t *testing.T) {
+	for _, remote := range []bool{false, true} {
+		t.Run(map[bool]string{false: "local", true: "vfsproto"}[remote], func(t *testing.T) { testReportedPathsKept(t, remote) })
+	}
+}
+
+func testReportedPathsKept(t *testing.T, remote bool) {
+	ctx := context.Background()
+	mem := &reportingMemory{Memory: vfs.NewMemory(vfs.MemoryOptions{}), stats: map[string]int{}}
+	for _, d := range []string{"/kept", "/plain"} {
+		if err := mem.Mkdir(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeHost(mem, d+"/f", "one"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var served vfs.Provider = mem
+	if remote {
+		a, b := net.Pipe()
+		sctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		go vfsproto.NewServer(mem, vfsproto.ServerOptions{}).Serve(sctx, b)
+		client := vfsproto.NewClient(a, vfsproto.ClientOptions{})
+		t.Cleanup(func() { client.Close() })
+		served = client
+	}
+	dir, srv := mountServer(t, served, vfsfuse.Options{})
+	if c, ok := served.(*vfsproto.Client); ok {
+		c.OnInvalidate(srv.Invalidate)
+	}
+	for _, p := range []string{"kept/f", "plain/f"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, plain := mem.statsOf("/kept/f"), mem.statsOf("/plain/f")
+	time.Sleep(1500 * time.Millisecond) // past the usual timeouts of 1 s
+	for _, p := range []string{"kept/f", "plain/f"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mem.statsOf("/kept/f"); n != kept {
+		t.Errorf("a kept path was asked for again after 1.5 s: %d stats, %d before", n, kept)
+	}
+	if n := mem.statsOf("/plain/f"); n == plain {
+		t.Errorf("a path that is not kept was not asked for again after 1.5 s (%d stats)", n)
+	}
+
+	// What the host changes beneath /kept shows at once all the same:
+	// a new content and size, a new file, a removal.
+	p := filepath.Join(dir, "kept/f")
+	if got, _ := os.ReadFile(p); string(got) != "one" {
+		t.Fatalf("read %q", got)
+	}
+	if err := writeHost(mem, "/kept/f", "second"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host's write", func() bool {
+		got, _ := os.ReadFile(p)
+		fi, err := os.Stat(p)
+		return string(got) == "second" && err == nil && fi.Size() == 6
+	})
+	if err := writeHost(mem, "/kept/g", "new"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host's new file", func() bool {
+		got, _ := os.ReadFile(filepath.Join(dir, "kept/g"))
+		return string(got) == "new"
+	})
+	if err := mem.Remove(ctx, "/kept/f"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host's removal", func() bool {
+		_, err := os.Stat(p)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}
+
+// writeHost writes p as host code would.
+func writeHost(p vfs.Provider, name, data string) error {
+	h, err := p.Open(context.Background(), name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := h.WriteAt(context.Background(), []byte(data), 0); err != nil {
+		h.Close()
+		return err
+	}
+	return h.Close()
+}
+
+// waitFor waits a little for what an invalidation brings: far less than
+// the kernel would keep a kept path without one.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not seen through the mount after 10 s", what)
 		}
 	}
 }

@@ -112,9 +112,9 @@ func errno(err error) syscall.Errno { return vfs.Errno(err) }
 
 // newChild makes (or finds, for another link of the same file) the
 // inode of a file the provider described, and fills out.
-func (n *node) newChild(ctx context.Context, fi vfs.FileInfo, out *fuse.EntryOut) *gofs.Inode {
+func (n *node) newChild(ctx context.Context, p string, fi vfs.FileInfo, out *fuse.EntryOut) *gofs.Inode {
 	n.fsys.fillAttr(fi, &out.Attr)
-	n.fsys.setEntryTimeouts(out)
+	n.fsys.setEntryTimeouts(p, out)
 	return n.NewInode(ctx, &node{fsys: n.fsys}, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: fi.Ino})
 }
 
@@ -130,7 +130,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, fi, out), 0
+	return n.newChild(ctx, p, fi, out), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -146,7 +146,7 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		return errno(err)
 	}
 	n.fsys.fillAttr(fi, &out.Attr)
-	n.fsys.setAttrTimeout(out)
+	out.SetTimeout(n.fsys.attrTimeoutOf(p))
 	return 0
 }
 
@@ -217,7 +217,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return &fileHandle{h: h, fsys: n.fsys, readOnly: of&(os.O_WRONLY|os.O_RDWR) == 0}, n.fsys.openFlags, 0
+	return &fileHandle{h: h, fsys: n.fsys, readOnly: of&(os.O_WRONLY|os.O_RDWR) == 0, attrTimeout: n.fsys.attrTimeoutOf(p)}, n.fsys.openFlags, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -238,7 +238,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Close()
 		return nil, nil, 0, errno(err)
 	}
-	return n.newChild(ctx, fi, out), &fileHandle{h: h, fsys: n.fsys}, n.fsys.openFlags, 0
+	return n.newChild(ctx, p, fi, out), &fileHandle{h: h, fsys: n.fsys, attrTimeout: n.fsys.attrTimeoutOf(p)}, n.fsys.openFlags, 0
 }
 
 // Mknod makes a regular file (mknod with S_IFREG, as some programs do),
@@ -269,7 +269,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, _ uint32, ou
 		if err != nil {
 			return nil, errno(err)
 		}
-		return n.newChild(ctx, fi, out), 0
+		return n.newChild(ctx, p, fi, out), 0
 	case syscall.S_IFIFO:
 		perm |= fs.ModeNamedPipe
 	case syscall.S_IFSOCK:
@@ -290,7 +290,7 @@ func (n *node) entry(ctx context.Context, p string, out *fuse.EntryOut) (*gofs.I
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, fi, out), 0
+	return n.newChild(ctx, p, fi, out), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -502,7 +502,11 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if name == "." || name == ".." || i < 0 || i >= len(d.entries) || d.entries[i].Name != name {
 		return d.n.Lookup(ctx, name, out)
 	}
-	return d.n.newChild(ctx, d.entries[i], out), 0
+	p, e := d.n.child(name)
+	if e != 0 {
+		return nil, e
+	}
+	return d.n.newChild(ctx, p, d.entries[i], out), 0
 }
 
 func (d *dirHandle) Releasedir(context.Context, uint32) { d.entries = nil }
@@ -513,6 +517,8 @@ type fileHandle struct {
 	fsys *fileSystem
 	// readOnly: opened for reading only.
 	readOnly bool
+	// attrTimeout is how long the kernel keeps the file's attributes.
+	attrTimeout time.Duration
 }
 
 // PassthroughFd has the kernel read a file opened for reading only
@@ -555,6 +561,7 @@ func (f *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 		return errno(err)
 	}
 	f.fsys.fillAttr(fi, &out.Attr)
+	out.SetTimeout(f.attrTimeout)
 	return 0
 }
 

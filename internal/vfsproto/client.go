@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -46,10 +47,11 @@ type Client struct {
 	lastID  uint64
 	dead    bool
 
-	gone     chan struct{} // closed once the connection is gone
-	hello    chan struct{} // closed once the greeting came
-	readonly bool
-	version  uint32
+	gone      chan struct{} // closed once the connection is gone
+	hello     chan struct{} // closed once the greeting came
+	readonly  bool
+	version   uint32
+	reporting mounts.Flags
 
 	onInvalidate atomic.Pointer[func(string)]
 	inval        chan string
@@ -150,6 +152,7 @@ func (c *Client) readLoop() {
 				case <-c.hello:
 				default:
 					c.readonly, c.version = resp.Readonly, resp.Version
+					c.reporting = checkReporting(resp.Reporting)
 					close(c.hello)
 				}
 			case kindInvalidate:
@@ -328,6 +331,36 @@ func (c *Client) Readonly() bool {
 			return false
 		}
 	}
+}
+
+// Reporting says beneath which paths the server reports every change
+// the client does not make itself, waiting for its greeting if need be;
+// none once the connection is gone.
+func (c *Client) Reporting() mounts.Flags {
+	select {
+	case <-c.hello:
+		return c.reporting
+	case <-c.gone:
+		select {
+		case <-c.hello:
+			return c.reporting
+		default:
+			return nil
+		}
+	}
+}
+
+// checkReporting is a greeting's Reporting, or none if it is not one.
+func checkReporting(r map[string]bool) mounts.Flags {
+	if len(r) > MaxReporting {
+		return nil
+	}
+	for p := range r {
+		if checkPath(p) != nil {
+			return nil
+		}
+	}
+	return r
 }
 
 // pathOp sends a request on one path after checking it.

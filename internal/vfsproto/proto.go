@@ -20,8 +20,9 @@
 // Linux errno numbers, whatever the host.
 //
 // The server sends two kinds of frame of its own, with id 0: a greeting
-// when the connection starts (the protocol version and whether the
-// provider is read-only), and invalidations: a path that changed on the
+// when the connection starts (the protocol version, whether the
+// provider is read-only, and beneath which paths it reports every change
+// the client does not make itself), and invalidations: a path that changed on the
 // host, below which the client drops what it has cached. Invalidations
 // that come faster than the client takes them are coalesced into one of
 // "/".
@@ -269,7 +270,15 @@ type response struct {
 	// Readonly and Version are the greeting's.
 	Readonly bool   `cbor:"13,keyasint,omitempty"`
 	Version  uint32 `cbor:"14,keyasint,omitempty"`
+	// Reporting is the greeting's too: the roots of the provider's
+	// providers whose every change the server reports in invalidations
+	// (true) or not (false), at most MaxReporting of them.
+	Reporting map[string]bool `cbor:"15,keyasint,omitempty"`
 }
+
+// MaxReporting bounds the roots of a greeting's Reporting; a provider
+// with more announces none.
+const MaxReporting = 32
 
 // codec holds the CBOR modes of one end: the peer is untrusted, so
 // decoding is bounded well inside a frame.

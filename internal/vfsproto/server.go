@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/vfs"
 )
 
@@ -116,7 +117,13 @@ func (s *Server) Serve(ctx context.Context, conn io.ReadWriteCloser) error {
 		stop := ss.watch(w)
 		defer stop()
 	}
-	ss.reply(response{Kind: kindHello, Version: Version, Readonly: s.p.Readonly()})
+	hello := response{Kind: kindHello, Version: Version, Readonly: s.p.Readonly()}
+	if r, ok := s.p.(reporter); ok {
+		if rep := r.Reporting(); len(rep) <= MaxReporting {
+			hello.Reporting = rep
+		}
+	}
+	ss.reply(hello)
 
 	err := ss.readLoop(bufio.NewReaderSize(conn, 64<<10))
 	cancel()
@@ -893,6 +900,10 @@ func (ss *session) shutdown() {
 		}
 	}
 }
+
+// reporter is a provider that knows beneath which of its paths every
+// change not made through the connection reaches its watchers.
+type reporter interface{ Reporting() mounts.Flags }
 
 // watch forwards the provider's changes to the client, coalescing them
 // into one of "/" when they come faster than the client takes them.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/mounts"
 	"github.com/airlock-sandbox/airlock/vfs"
 	"github.com/airlock-sandbox/airlock/vfs/vfstest"
 )
@@ -721,5 +723,39 @@ func TestMemoryInvalidation(t *testing.T) {
 	names, err := c.Readdir(ctx, "/")
 	if err != nil || len(names) != 2 {
 		t.Fatalf("readdir: %v %v", names, err)
+	}
+}
+
+// reportingFS says beneath which paths its changes all reach watchers.
+type reportingFS struct {
+	*testFS
+	r mounts.Flags
+}
+
+func (r reportingFS) Reporting() mounts.Flags { return r.r }
+
+// TestGreetingReporting: the client learns from the greeting beneath
+// which paths the server reports every change; a provider that does not
+// say, or says of too many roots, announces none.
+func TestGreetingReporting(t *testing.T) {
+	want := mounts.Flags{"/": true, "/host": false}
+	c, _ := pair(t, reportingFS{newTestFS(), want}, ServerOptions{}, ClientOptions{})
+	if got := c.Reporting(); !maps.Equal(got, want) {
+		t.Errorf("Reporting() = %v, want %v", got, want)
+	}
+	c, _ = pair(t, newTestFS(), ServerOptions{}, ClientOptions{})
+	if got := c.Reporting(); got.At("/") || len(got) != 0 {
+		t.Errorf("a provider that says nothing: Reporting() = %v", got)
+	}
+	many := mounts.Flags{}
+	for i := range MaxReporting + 1 {
+		many[fmt.Sprintf("/m%d", i)] = true
+	}
+	c, _ = pair(t, reportingFS{newTestFS(), many}, ServerOptions{}, ClientOptions{})
+	if got := c.Reporting(); len(got) != 0 {
+		t.Errorf("%d roots: Reporting() = %v, want none", len(many), got)
+	}
+	if len(checkReporting(map[string]bool{"/a": true, "relative": true})) != 0 {
+		t.Error("a greeting with a path that is not one was taken")
 	}
 }
