@@ -35,12 +35,15 @@ type supervisorSpec struct {
 	// built-in configuration, which the supervisor has as its own.
 	Config  airlock.Config `json:"config"`
 	Command []string       `json:"command,omitempty"`
-	Dir     string         `json:"dir,omitempty"`
-	User    string         `json:"user,omitempty"`
-	TTY     bool           `json:"tty,omitempty"`
-	Rows    uint16         `json:"rows,omitempty"`
-	Cols    uint16         `json:"cols,omitempty"`
-	Timeout time.Duration  `json:"timeout,omitempty"`
+	// Entrypoint is --entrypoint, nil when not given: the supervisor
+	// puts the image's entrypoint, or this, before Command.
+	Entrypoint *string       `json:"entrypoint,omitempty"`
+	Dir        string        `json:"dir,omitempty"`
+	User       string        `json:"user,omitempty"`
+	TTY        bool          `json:"tty,omitempty"`
+	Rows       uint16        `json:"rows,omitempty"`
+	Cols       uint16        `json:"cols,omitempty"`
+	Timeout    time.Duration `json:"timeout,omitempty"`
 	// Remove is --rm: the record goes once the sandbox has stopped.
 	Remove bool `json:"remove,omitempty"`
 }
@@ -62,7 +65,7 @@ const maxSpecBytes = 4 << 20
 // the sandbox runs, prints its id and returns. The supervisor keeps the
 // sandbox until its main command ends, it is killed, or its timeout.
 func (a *app) runDetached(ctx context.Context, f *runFlags, asked airlock.Config, args []string) error {
-	spec := supervisorSpec{ID: airlock.NewID(), Name: f.name, Config: asked, Command: args, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80, Remove: f.rm}
+	spec := supervisorSpec{ID: airlock.NewID(), Name: f.name, Config: asked, Command: args, Entrypoint: f.entrypoint, Dir: f.workdir, User: f.user, TTY: f.tty, Timeout: f.timeout, Rows: 24, Cols: 80, Remove: f.rm}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -209,7 +212,9 @@ func (a *app) supervise(ctx context.Context) error {
 		return fail(spec.ID, 125, err)
 	}
 	cfg := asked
-	if len(spec.Command) > 0 {
+	// Without a command the sandbox waits for exec.
+	hasMain := len(spec.Command) > 0 || spec.Entrypoint != nil
+	if hasMain {
 		cfg = withCommandMargin(cfg, spec.Timeout)
 	}
 	cfg.OnEvent = both(cfg.OnEvent, hub.Publish)
@@ -218,6 +223,11 @@ func (a *app) supervise(ctx context.Context) error {
 		return fail(spec.ID, 125, err)
 	}
 	defer sb.Close()
+	if hasMain {
+		if spec.Command = imageCommand(sb.Image(), spec.Entrypoint, spec.Command); len(spec.Command) == 0 {
+			return fail(spec.ID, 125, errors.New("--entrypoint \"\" and no command: nothing to run"))
+		}
+	}
 
 	lw := &lateWriter{}
 	log := slog.New(slog.NewTextHandler(lw, nil))

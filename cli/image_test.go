@@ -61,9 +61,39 @@ func TestRunImageAndImageCommands(t *testing.T) {
 	if r.code != 0 || r.stdout != "hello from image in /app\n" {
 		t.Fatalf("run --image with no command: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, nil, "run", "--image", "registry.test/tools/hello:1", "-e", "WHO=caller", "--", "sh", "-c", "echo $WHO")
-	if r.code != 0 || r.stdout != "caller\n" {
-		t.Fatalf("run --image with a command: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	// As docker runs them: a command's words follow the image's
+	// entrypoint (here /bin/sh -c); --entrypoint replaces it and drops
+	// the image's command, and "" runs the words alone.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "echo $WHO"}, "caller\n"},
+		{[]string{"--entrypoint", "", "--", "sh", "-c", "echo $WHO from sh"}, "caller from sh\n"},
+		{[]string{"--entrypoint", "/bin/echo", "--", "a", "b"}, "a b\n"},
+		{[]string{"--entrypoint", "/bin/echo"}, "\n"},
+	} {
+		r = runCLI(t, nil, append([]string{"run", "--image", "registry.test/tools/hello:1", "-e", "WHO=caller"}, c.args...)...)
+		if r.code != 0 || r.stdout != c.want {
+			t.Fatalf("run --image %q: exit %d, stdout %q, stderr %q; want %q", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	// The same in a detached sandbox, whose supervisor puts the command
+	// together.
+	r = runCLI(t, nil, "run", "-d", "--image", "registry.test/tools/hello:1", "-e", "WHO=detached", "--", "echo $WHO")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("run -d --image: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r = runCLI(t, nil, "wait", id); strings.TrimSpace(r.stdout) != "0" {
+		t.Fatalf("wait: %q %q", r.stdout, r.stderr)
+	}
+	if r = runCLI(t, nil, "logs", id); r.stdout != "detached\n" {
+		t.Fatalf("logs of run -d --image: %q %q", r.stdout, r.stderr)
+	}
+	runCLI(t, nil, "rm", id)
+	if r = runCLI(t, nil, "run", "--entrypoint", ""); r.code != 125 || !strings.Contains(r.stderr, "nothing to run") {
+		t.Fatalf(`run --entrypoint "" alone: exit %d, stderr %q`, r.code, r.stderr)
 	}
 	r = runCLI(t, nil, "image", "list", "--json")
 	var listed []store.Image

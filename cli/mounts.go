@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 type mountFlags struct {
 	volumes []string
 	mounts  []string
+	tmpfs   []string
 	blocked []string
 }
 
@@ -23,6 +25,7 @@ func (f *mountFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&f.volumes, "volume", "v", nil, "bind a host directory, or a file at the process level: HOST:SANDBOX[:ro|rw] (HOST absolute or relative to here; read-write unless :ro)")
 	fl.StringArrayVar(&f.mounts, "mount", nil, "a mount, as docker writes them: type=memory|tmpfs,target=/workspace[,size=64m][,readonly]; type=real_fs,source=HOST,target=/data[,readonly] (a host directory served by airlock: hooks and events see it); type=overlay,source=HOST,target=/src (writes kept in memory, the host directory never changed); type=bind,source=HOST,target=/data[,readonly] (as -v)")
+	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "a memory mount, as docker's --tmpfs: PATH[:size=64m][,ro] (nosuid and nodev, as every mount; repeatable)")
 	fl.StringArrayVar(&f.blocked, "block-path", nil, "a path of the sandbox that is never visible, whatever the mounts (e.g. /workspace/.env)")
 }
 
@@ -40,6 +43,13 @@ func (f *mountFlags) apply(c *airlock.Config) error {
 		if err := parseMount(s, &v); err != nil {
 			return err
 		}
+	}
+	for _, s := range f.tmpfs {
+		target, spec, err := parseTmpfs(s)
+		if err != nil {
+			return err
+		}
+		v.Mounts[target] = spec
 	}
 	v.BlockedPaths = f.blocked
 	if len(v.Mounts) == 0 {
@@ -80,6 +90,36 @@ func cleanTarget(t string) string {
 	return t
 }
 
+// parseTmpfs reads --tmpfs PATH[:OPTIONS], OPTIONS as docker's: mount
+// options with commas, size in bytes unless a unit says otherwise.
+func parseTmpfs(s string) (string, airlock.MountSpec, error) {
+	spec := airlock.MountSpec{Type: airlock.MountMemory}
+	target, opts, _ := strings.Cut(s, ":")
+	if target = cleanTarget(target); target == "" {
+		return "", spec, fmt.Errorf("--tmpfs %s: the sandbox path is missing (--tmpfs /run)", s)
+	}
+	for o := range strings.SplitSeq(opts, ",") {
+		k, val, _ := strings.Cut(strings.TrimSpace(o), "=")
+		switch k {
+		case "", "rw", "nosuid", "nodev":
+			// Every mount is nosuid and nodev.
+		case "ro":
+			spec.Readonly = true
+		case "size":
+			n, err := parseBytes(val)
+			if err != nil || n < 1<<20 {
+				return "", spec, fmt.Errorf("--tmpfs %s: size %q: give at least 1m (64m, 1g; a bare number is bytes, as docker reads it)", s, val)
+			}
+			spec.SizeMB = n >> 20
+		case "noexec", "exec", "mode", "uid", "gid", "nr_inodes", "suid", "dev":
+			return "", spec, fmt.Errorf("--tmpfs %s: option %s is not supported: a memory mount takes size and ro", s, k)
+		default:
+			return "", spec, fmt.Errorf("--tmpfs %s: unknown option %q: a memory mount takes size and ro", s, k)
+		}
+	}
+	return target, spec, nil
+}
+
 // parseMount reads one --mount.
 func parseMount(s string, v *airlock.VFSConfig) error {
 	kv := map[string]string{}
@@ -97,6 +137,13 @@ func parseMount(s string, v *airlock.VFSConfig) error {
 			return fmt.Errorf("--mount %s: %q is not KEY=VALUE", s, field)
 		case k == "dst" || k == "destination":
 			kv["target"] = val
+		case k == "tmpfs-size":
+			// docker's, in bytes unless a unit says otherwise.
+			n, err := parseBytes(val)
+			if err != nil || n < 1<<20 {
+				return fmt.Errorf("--mount %s: tmpfs-size %q: give at least 1m (64m, 1g; a bare number is bytes)", s, val)
+			}
+			kv["size"] = strconv.FormatInt(n>>20, 10)
 		case k == "src":
 			kv["source"] = val
 		default:

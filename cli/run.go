@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,13 +49,18 @@ type runFlags struct {
 	detach      bool
 	rm          bool
 	pool        string
-	publish     []string
-	net         networkFlags
-	files       mountFlags
+	// network is docker's --network: none or nothing.
+	network string
+	// entrypoint is --entrypoint, nil when not given.
+	entrypoint *string
+	publish    []string
+	net        networkFlags
+	files      mountFlags
 }
 
 func (a *app) newRunCmd() *cobra.Command {
 	var f runFlags
+	var entrypoint string
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
 		Short: "Run a command in a fresh sandbox",
@@ -104,6 +110,9 @@ is left running, as run --detach leaves one.`,
   airlock run --allow-host pypi.org --allow-host files.pythonhosted.org -- pip download requests
   airlock run --allow-host api.example.com --secret API_KEY@api.example.com -- ./client   # value from $API_KEY here`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("entrypoint") {
+				f.entrypoint = &entrypoint
+			}
 			if f.pool != "" {
 				return a.runFromPool(cmd.Context(), cmd, &f, args)
 			}
@@ -114,6 +123,7 @@ is left running, as run --detach leaves one.`,
 	fl.SetInterspersed(false)
 	a.configFlags(cmd, &f)
 	durationVar(fl, &f.timeout, "timeout", time.Duration(a.base.Resources.TimeoutSeconds)*time.Second, "kill the command and its processes after this long (30 or 30s, 5m; a bare number is seconds)")
+	fl.StringVar(&entrypoint, "entrypoint", "", "run this program in place of the image's entrypoint, with the command's words as its arguments; \"\" runs the command alone (as docker, it also drops the image's default command)")
 	fl.StringVar(&f.name, "name", "", "with --detach: a name for the sandbox, usable wherever its id is, unique while its record is kept")
 	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /workspace)")
 	fl.StringVarP(&f.user, "user", "u", "", "run as USER, UID, USER:GROUP or UID:GID of the sandbox (default: the image's user, else root)")
@@ -150,6 +160,7 @@ func (a *app) configFlags(cmd *cobra.Command, f *runFlags) {
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox (default: the sandbox id)")
 	fl.BoolVar(&f.allowPtrace, "allow-ptrace", false, "let commands ptrace each other (debuggers, strace)")
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a TCP port of the sandbox on the host, as docker does: [[IP:][HOST_PORT]:]SANDBOX_PORT[/tcp]; IP defaults to 127.0.0.1, an empty HOST_PORT is a free one (airlock port shows it); gives the sandbox a network that allows no egress unless a network flag allows some (repeatable)")
+	fl.StringVar(&f.network, "network", "", "docker's --network: only none, which is the default; a sandbox gets a network from --allow-host, --egress, --network-config or -p, through airlock's gateway")
 	f.net.register(cmd)
 	f.files.register(cmd)
 }
@@ -205,6 +216,12 @@ func (f *runFlags) config() (airlock.Config, error) {
 			}
 		}
 		c.Env[k] = v
+	}
+	switch {
+	case f.network != "" && f.network != "none":
+		return c, fmt.Errorf("--network %s: airlock has no docker networks: a sandbox has none unless --allow-host, --egress or --network-config give it one, through airlock's gateway, which enforces them (and -p publishes a port); --network none is the default", f.network)
+	case f.network == "none" && (f.net.set() || len(f.publish) > 0):
+		return c, errors.New("--network none, and a flag that gives the sandbox a network (--allow-host, --egress, --network-config, -p): drop one")
 	}
 	if c.Network, err = f.net.config(c.Env); err != nil {
 		return c, err
@@ -303,7 +320,10 @@ func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(args) == 0 && !f.detach && cfg.Image == "" {
+	if len(args) == 0 && f.entrypoint != nil && *f.entrypoint == "" {
+		return errors.New(`--entrypoint "" and no command: nothing to run; give the command after --`)
+	}
+	if len(args) == 0 && !f.detach && cfg.Image == "" && f.entrypoint == nil {
 		return fmt.Errorf("give the command to run after --, --image for an image's own command, or --detach for a sandbox that waits for %s exec", a.name)
 	}
 	if cfg.Image != "" && !f.quiet {
@@ -347,10 +367,8 @@ func (a *app) runRun(ctx context.Context, f *runFlags, args []string) error {
 			a.warnf("sandbox port %d/%s published at %s", p.SandboxPort, p.Protocol, net.JoinHostPort(p.HostIP, strconv.Itoa(int(p.HostPort))))
 		}
 	}
-	if len(args) == 0 {
-		if args = sb.Image().DefaultCommand(); len(args) == 0 {
-			return fmt.Errorf("image %s names no command to run: give one after --", cfg.Image)
-		}
+	if args = imageCommand(sb.Image(), f.entrypoint, args); len(args) == 0 {
+		return fmt.Errorf("image %s names no command to run: give one after --", cfg.Image)
 	}
 	command := airlock.Command{Argv: args, Dir: f.workdir, User: f.user, Timeout: f.timeout}
 	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
@@ -384,6 +402,22 @@ func (a *app) startFailure(err error) error {
 		return exitError{se.ExitCode()}
 	}
 	return err
+}
+
+// imageCommand is what run runs in a sandbox of img, as docker runs it:
+// the words given after the image's entrypoint, or after --entrypoint's
+// program in its place ("" for none); given no words, the image's
+// entrypoint and default command, or --entrypoint's program alone.
+func imageCommand(img airlock.ImageInfo, entrypoint *string, args []string) []string {
+	switch {
+	case entrypoint != nil && *entrypoint == "":
+		return args
+	case entrypoint != nil:
+		return append([]string{*entrypoint}, args...)
+	case len(args) == 0:
+		return img.DefaultCommand()
+	}
+	return append(slices.Clone(img.Entrypoint), args...)
 }
 
 // withImageHint is the message of a command that failed to start, with,

@@ -457,6 +457,16 @@ func TestRunDockerHabits(t *testing.T) {
 	if err != nil || string(out) != "one two|from-flag|3=three|copied\n" {
 		t.Errorf("--env-file: %q %v", out, err)
 	}
+	// --network none is the default; a docker network is refused, saying
+	// how a sandbox gets one.
+	if r := runCLI(t, nil, "run", "--network", "none", "--", "sed", "-n", `s/^ *\([^:]*\):.*/\1/p`, "/proc/net/dev"); r.code != 0 || r.stdout != "lo\n" {
+		t.Errorf("--network none: exit %d, stdout %q, stderr %q: want no interface but lo", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"--network", "host"}, {"--network", "none", "--allow-host", "example.com"}} {
+		if r := runCLI(t, nil, append(append([]string{"run"}, args...), "--", "true")...); r.code != 125 || !strings.Contains(r.stderr, "--network") || !strings.Contains(r.stderr, "--allow-host") {
+			t.Errorf("run %q: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.WriteFile(bad, []byte("NOT A VAR=1\n"), 0o644)
 	if r := runCLI(t, nil, "run", "--env-file", bad, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "line 1") {
@@ -464,5 +474,38 @@ func TestRunDockerHabits(t *testing.T) {
 	}
 	if r := runCLI(t, nil, "run", "--env-file", "/nonexistent/env", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "--env-file") {
 		t.Errorf("a missing --env-file: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestRunTmpfs: docker's --tmpfs and --mount type=tmpfs,tmpfs-size are
+// memory mounts of the size asked (docker's sizes are bytes unless a
+// unit says otherwise); options a memory mount cannot honour are
+// refused, never dropped.
+func TestRunTmpfs(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "run", "--tmpfs", "/scratch:rw,size=8m,nosuid", "--tmpfs", "/ro:ro", "--mount", "type=tmpfs,destination=/big,tmpfs-size=16777216", "--",
+		"sh", "-c", "echo x > /scratch/f && cat /scratch/f && stat -f -c '%b %S' /scratch /big && ! touch /ro/f 2>/dev/null && echo ro")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 4 || lines[0] != "x" || lines[3] != "ro" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	for i, want := range []int64{8 << 20, 16 << 20} {
+		var blocks, size int64
+		if _, err := fmt.Sscanf(lines[1+i], "%d %d", &blocks, &size); err != nil || blocks*size != want {
+			t.Errorf("mount %d: stat -f %q, want %d bytes", i, lines[1+i], want)
+		}
+	}
+	for _, c := range []struct{ flag, want string }{
+		{"/x:noexec", "noexec is not supported"},
+		{"/x:size=1000", "at least 1m"},
+		{"/x:bogus", `unknown option "bogus"`},
+		{":size=1m", "sandbox path is missing"},
+	} {
+		if r := runCLI(t, nil, "run", "--tmpfs", c.flag, "--", "true"); r.code != 125 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("--tmpfs %s: exit %d, stderr %q, want %q", c.flag, r.code, r.stderr, c.want)
+		}
 	}
 }
