@@ -317,37 +317,34 @@ func (c *Client) frame(req *request, payload []byte) (outFrame, error) {
 	return outFrame{b: b, buf: buf}, nil
 }
 
-// Readonly reports whether the server's provider is read-only, waiting
-// for its greeting if need be; false once the connection is gone.
-func (c *Client) Readonly() bool {
+// greeted waits for the server's greeting: false if the connection went
+// first.
+func (c *Client) greeted() bool {
 	select {
 	case <-c.hello:
-		return c.readonly
+		return true
 	case <-c.gone:
 		select {
 		case <-c.hello:
-			return c.readonly
+			return true
 		default:
 			return false
 		}
 	}
 }
 
+// Readonly reports whether the server's provider is read-only, waiting
+// for its greeting if need be; false once the connection is gone.
+func (c *Client) Readonly() bool { return c.greeted() && c.readonly }
+
 // Reporting says beneath which paths the server reports every change
 // the client does not make itself, waiting for its greeting if need be;
 // none once the connection is gone.
 func (c *Client) Reporting() mounts.Flags {
-	select {
-	case <-c.hello:
-		return c.reporting
-	case <-c.gone:
-		select {
-		case <-c.hello:
-			return c.reporting
-		default:
-			return nil
-		}
+	if !c.greeted() {
+		return nil
 	}
+	return c.reporting
 }
 
 // checkReporting is a greeting's Reporting, or none if it is not one.
