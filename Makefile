@@ -166,7 +166,7 @@ kernel:
 RACE_FREE := ./test/vfs ./test/pjdfs
 unit:
 	@set -e; \
-	$(GO) test -p 1 -count=1 -timeout 50m $(RACE_FREE) & free=$$!; \
+	$(GO) test -p 1 -count=1 -timeout 55m $(RACE_FREE) & free=$$!; \
 	status=0; \
 	$(GO) test -race -count=1 -timeout 50m $$($(GO) list ./... | grep -v -x $(foreach p,$(RACE_FREE),-e '$(MODULE)/$(patsubst ./%,%,$(p))')) || status=$$?; \
 	wait $$free || status=$$?; \

@@ -125,7 +125,7 @@ func Rerun(t *testing.T, o RerunOptions) map[string]Result {
 		})
 	}
 	if runErr != nil && !failed {
-		t.Errorf("%s failed (%v) without a failing test; the tests that ended, and why it stopped:\n%s\n%s", who, runErr, ended(out.String()), tail(out.String(), 4000))
+		t.Errorf("%s failed (%v) without a failing test; the tests that ended, and why it stopped:\n%s\n%s", who, runErr, ended(out.String()), stuck(out.String(), 4000))
 	}
 	return results
 }
@@ -200,6 +200,29 @@ func ended(s string) string {
 				b.WriteString(h + "\n")
 			}
 		}
+	}
+	return b.String()
+}
+
+// stuck is, when output s ends in a timeout's panic, the goroutines of
+// its dump that were in this module's code (where a hang is), up to 48
+// KiB; otherwise its last n bytes.
+func stuck(s string, n int) string {
+	_, dump, ok := strings.Cut(s, "panic: test timed out")
+	if !ok {
+		return tail(s, n)
+	}
+	var b strings.Builder
+	for g := range strings.SplitSeq(dump, "\n\n") {
+		g = strings.TrimSpace(g)
+		if !strings.HasPrefix(g, "goroutine ") || !strings.Contains(g, "github.com/airlock-sandbox/airlock") {
+			continue
+		}
+		if b.Len()+len(g) > 48<<10 {
+			b.WriteString("(more goroutines left out)\n")
+			break
+		}
+		b.WriteString(g + "\n\n")
 	}
 	return b.String()
 }

@@ -37,3 +37,19 @@ func TestParseTestOutput(t *testing.T) {
 		t.Errorf("TestC: %+v, all: %v", c, out)
 	}
 }
+
+// TestStuck keeps, of a timeout's dump, the goroutines in this module's
+// code, and of any other output its tail.
+func TestStuck(t *testing.T) {
+	out := "=== RUN   TestB\npanic: test timed out after 4m0s\n\trunning tests:\n\t\tTestB (3m)\n\n" +
+		"goroutine 1 [chan receive]:\ntesting.(*T).Run(...)\n\n" +
+		"goroutine 7 [chan receive]:\ngithub.com/airlock-sandbox/airlock/internal/boundary/process.(*Sandbox).Close(...)\n\t/x/process_linux.go:392\n\n" +
+		"goroutine 9 [IO wait]:\ninternal/poll.runtime_pollWait(...)\n"
+	want := "goroutine 7 [chan receive]:\ngithub.com/airlock-sandbox/airlock/internal/boundary/process.(*Sandbox).Close(...)\n\t/x/process_linux.go:392\n\n"
+	if got := stuck(out, 10); got != want {
+		t.Errorf("stuck =\n%q\nwant\n%q", got, want)
+	}
+	if got := stuck("a long output", 6); got != "...\noutput" {
+		t.Errorf("stuck without a panic = %q", got)
+	}
+}

@@ -220,11 +220,12 @@ func TestPjdfstest(t *testing.T) {
 			t.Fatalf("the mounts' part %s is not in the host's run %v", d, hostDirs)
 		}
 	}
-	// For every level: the process level's runs, the host's beside
-	// them, took 20 minutes on a machine where the whole suite of
-	// packages runs about 1.8 times slower than on the one this was
-	// first measured on.
-	limit := 40 * time.Minute
+	// For every level, one after the other: the process level's runs,
+	// the host's beside them, took 20 minutes on a machine where the
+	// whole suite of packages runs about 1.8 times slower than on the
+	// one this was first measured on, and 26 minutes on a slower day,
+	// when the gvisor level's took 11 and the three did not fit in 40.
+	limit := 46 * time.Minute
 	if os.Getenv("AIRLOCK_PJDFSTEST") == "all" {
 		limit = 3 * time.Hour
 	}
