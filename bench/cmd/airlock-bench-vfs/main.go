@@ -196,7 +196,7 @@ func run(ctx context.Context, p params, only, ops, agentPath, workerBin, cpuprof
 		Settings: settings{
 			// The process level's (internal/boundary/process).
 			MaxWrite: vfsfuse.LargestWrite, MaxReadAhead: vfsfuse.LargestWrite,
-			AttrTimeout: "1s (vfsfuse default)", EntryTimeout: "1s (vfsfuse default), negative entries 1s",
+			AttrTimeout: "1s (vfsfuse default; 1m for memory mounts, whose every change the kernel makes or is told of)", EntryTimeout: "1s (1m for memory mounts), negative entries 1s",
 			Server:         fmt.Sprintf("the supervisor (this process, GOMAXPROCS %d) reads the mounts' FUSE devices itself", runtime.GOMAXPROCS(0)),
 			MaxBackground:  "64 (internal/vfsfuse)",
 			WritebackModes: "off, except memory-writeback (AIRLOCK_VFS_WRITEBACK=1)",
