@@ -95,6 +95,22 @@ func TestRunImageAndImageCommands(t *testing.T) {
 	if r = runCLI(t, nil, "run", "--entrypoint", ""); r.code != 125 || !strings.Contains(r.stderr, "nothing to run") {
 		t.Fatalf(`run --entrypoint "" alone: exit %d, stderr %q`, r.code, r.stderr)
 	}
+	// And in sandboxes taken from a pool of the image.
+	func() {
+		h := newCLIHome(t)
+		defer h.run(nil, "pool", "rm", "hello")
+		h.must(nil, "pool", "create", "--name", "hello", "--size", "1", "--image", "registry.test/tools/hello:1")
+		if r := h.run(nil, "run", "--pool", "hello", "--", "echo $WHO"); r.code != 0 || r.stdout != "image\n" {
+			t.Fatalf("run --pool of an image with an entrypoint: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		h.must(nil, "run", "-d", "--pool", "hello", "--name", "job", "--", "echo $WHO from job; exit 3")
+		if out := h.must(nil, "wait", "job"); out != "3\n" {
+			t.Fatalf("wait on run -d --pool: %q", out)
+		}
+		if out := h.must(nil, "logs", "job"); out != "image from job\n" {
+			t.Fatalf("logs of run -d --pool: %q", out)
+		}
+	}()
 	r = runCLI(t, nil, "image", "list", "--json")
 	var listed []store.Image
 	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 1 || listed[0].Key != img.Key || listed[0].Names[0] != "registry.test/tools/hello:1" {

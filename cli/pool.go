@@ -136,6 +136,9 @@ type poolReply struct {
 	Error   string `json:"error,omitempty"`
 	// ExitCode goes with Error when the main command could not start.
 	ExitCode int `json:"exit_code,omitempty"`
+	// Entrypoint is the taken sandbox's image's: run --pool puts it
+	// before the command's words, as run does.
+	Entrypoint []string `json:"entrypoint,omitempty"`
 }
 
 // poolsRoot returns <home>/pools, made (0700) when missing.
@@ -692,7 +695,7 @@ func (s *poolServer) handle(conn net.Conn) {
 		_ = enc.Encode(poolReply{Error: err.Error(), ExitCode: code})
 		return
 	}
-	if err := enc.Encode(poolReply{SandboxID: t.sb.ID()}); err != nil {
+	if err := enc.Encode(poolReply{SandboxID: t.sb.ID(), Entrypoint: t.sb.Image().Entrypoint}); err != nil {
 		// Nobody learnt its id.
 		s.remove(t, "taker gone")
 		return
@@ -737,6 +740,8 @@ func (s *poolServer) take(ctx context.Context, req poolRequest) (*takenSandbox, 
 	}
 	var main *lifecycle.MainCommand
 	if req.Main != nil && req.Detach {
+		// As run -d: the image's entrypoint, then the command's words.
+		req.Main.Argv = imageCommand(sb.Image(), nil, req.Main.Argv)
 		main = lifecycle.NewMainCommand()
 		opts.Main, opts.Command, opts.TTY = main, req.Main.Argv, req.Main.TTY
 	}
@@ -961,6 +966,7 @@ func (a *app) runFromPool(ctx context.Context, cmd *cobra.Command, f *runFlags, 
 		return err
 	}
 	id := rep.SandboxID
+	args = imageCommand(airlock.ImageInfo{Entrypoint: rep.Entrypoint}, nil, args)
 	runErr := a.runInTaken(ctx, f, id, append(fromFiles, f.env...), args)
 	// The command has ended: the supervisor removes the sandbox once
 	// this side of the connection is closed, and says so.
