@@ -99,9 +99,16 @@ func TestPolicyScriptMemoryBounded(t *testing.T) {
 	}
 	// Each call fails closed on a bound: the allocation's, or, on a
 	// slow machine, the wait for one of the process's slots or the time.
+	// On a loaded machine a call has also been cut short by its
+	// request's context ending while it ran (once in CI, the client
+	// still getting its 403): still closed, and logged here.
 	for _, ev := range hookHTTPEvents(t, e, m, len(sbs)*perSandbox) {
 		wantBlocked(t, ev, api.NetHTTP, policy.ReasonPolicyError)
-		if !strings.Contains(ev.Reason, "would allocate more than 16 MiB") && !strings.Contains(ev.Reason, "not run:") && !strings.Contains(ev.Reason, "ran for longer than") {
+		switch {
+		case strings.Contains(ev.Reason, "would allocate more than 16 MiB"), strings.Contains(ev.Reason, "not run:"), strings.Contains(ev.Reason, "ran for longer than"):
+		case strings.HasSuffix(ev.Reason, "Starlark computation cancelled: context canceled"):
+			t.Logf("a call ended with its request's context: %q", ev.Reason)
+		default:
 			t.Errorf("reason %q is not one of the script's bounds", ev.Reason)
 		}
 	}
