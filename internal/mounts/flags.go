@@ -1,6 +1,9 @@
 package mounts
 
-import "path"
+import (
+	"path"
+	"strings"
+)
 
 // Flags holds one yes-or-no property of a sandbox's mounts (whether a
 // mount is a direct one; whether its provider reports every change made
@@ -9,16 +12,25 @@ import "path"
 // target has it not.
 type Flags map[string]bool
 
-// At reports the property of p (clean and absolute).
+// At reports the property of p (clean and absolute). It is asked on
+// every file operation of a mount: it allocates nothing.
 func (f Flags) At(p string) bool {
+	if len(f) == 0 {
+		return false
+	}
 	for {
 		if v, ok := f[p]; ok {
 			return v
 		}
-		if p == "/" || p == "." || p == "" {
+		i := strings.LastIndexByte(p, '/')
+		switch {
+		case i < 0 || p == "/":
 			return false
+		case i == 0:
+			p = "/"
+		default:
+			p = p[:i]
 		}
-		p = path.Dir(p)
 	}
 }
 

@@ -123,20 +123,22 @@ const keptTimeout = time.Minute
 type reporter interface{ Reporting() mounts.Flags }
 
 func (f *fileSystem) setEntryTimeouts(p string, out *fuse.EntryOut) {
-	if f.reporting().At(p) {
-		out.SetEntryTimeout(max(f.entryTimeout, keptTimeout))
-		out.SetAttrTimeout(max(f.attrTimeout, keptTimeout))
-		return
-	}
-	out.SetEntryTimeout(f.entryTimeout)
-	out.SetAttrTimeout(f.attrTimeout)
+	attr, entry := f.timeouts(p)
+	out.SetEntryTimeout(entry)
+	out.SetAttrTimeout(attr)
 }
 
 func (f *fileSystem) attrTimeoutOf(p string) time.Duration {
+	attr, _ := f.timeouts(p)
+	return attr
+}
+
+// timeouts are how long the kernel keeps p's attributes and name.
+func (f *fileSystem) timeouts(p string) (attr, entry time.Duration) {
 	if f.reporting().At(p) {
-		return max(f.attrTimeout, keptTimeout)
+		return max(f.attrTimeout, keptTimeout), max(f.entryTimeout, keptTimeout)
 	}
-	return f.attrTimeout
+	return f.attrTimeout, f.entryTimeout
 }
 
 // Server serves one mount.

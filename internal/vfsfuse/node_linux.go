@@ -438,6 +438,7 @@ func (n *node) OpendirHandle(context.Context, uint32) (gofs.FileHandle, uint32, 
 // with "." and "..".
 type dirHandle struct {
 	n       *node
+	path    string // the directory's, when listed
 	entries []vfs.FileInfo
 	listed  bool
 	pos     int
@@ -454,7 +455,7 @@ func (d *dirHandle) list(ctx context.Context) syscall.Errno {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errno(err)
 	}
-	d.entries, d.listed = entries, true
+	d.path, d.entries, d.listed = p, entries, true
 	return 0
 }
 
@@ -502,11 +503,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if name == "." || name == ".." || i < 0 || i >= len(d.entries) || d.entries[i].Name != name {
 		return d.n.Lookup(ctx, name, out)
 	}
-	p, e := d.n.child(name)
-	if e != 0 {
-		return nil, e
-	}
-	return d.n.newChild(ctx, p, d.entries[i], out), 0
+	return d.n.newChild(ctx, path.Join(d.path, name), d.entries[i], out), 0
 }
 
 func (d *dirHandle) Releasedir(context.Context, uint32) { d.entries = nil }
