@@ -224,9 +224,8 @@ func (a *app) supervise(ctx context.Context) error {
 	}
 	defer sb.Close()
 	if hasMain {
-		if spec.Command = imageCommand(sb.Image(), spec.Entrypoint, spec.Command); len(spec.Command) == 0 {
-			return fail(spec.ID, 125, errors.New("--entrypoint \"\" and no command: nothing to run"))
-		}
+		// Never empty: run refuses --entrypoint "" without a command.
+		spec.Command = imageCommand(sb.Image(), spec.Entrypoint, spec.Command)
 	}
 
 	lw := &lateWriter{}
