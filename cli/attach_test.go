@@ -174,7 +174,7 @@ func TestAttachTerminal(t *testing.T) {
 func TestAttachSignals(t *testing.T) {
 	t.Parallel()
 	h := newCLIHome(t)
-	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", `trap "echo got INT" INT; trap "echo got USR1" USR1; echo ready; while :; do sleep 0.1; done`))
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sh", "-c", `trap "echo got INT" INT; trap "echo got USR1" USR1; echo ready; while :; do echo tick; sleep 0.2; done`))
 	h.waitStatus(id, "running", 5*time.Second)
 	logHas := func(s string, n int) {
 		t.Helper()
@@ -188,15 +188,23 @@ func TestAttachSignals(t *testing.T) {
 	}
 	logHas("ready", 1)
 
-	attach := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	// attach has its signal handlers before it copies output: once a
+	// tick has come through it, a signal is passed on rather than ending it.
+	attach := func(args ...string) (*exec.Cmd, *rpcSyncBuf) {
 		cmd := h.cmd(context.Background(), nil, append([]string{"attach", "--no-stdin"}, append(args, id)...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		out := new(rpcSyncBuf)
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(500 * time.Millisecond) // attached
-		return cmd, &out
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(out.String(), "tick") {
+			if time.Now().After(deadline) {
+				t.Fatalf("attach printed no output of the command in a minute: %q", out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return cmd, out
 	}
 	cmd, out := attach()
 	cmd.Process.Signal(syscall.SIGUSR1)
