@@ -437,16 +437,29 @@ func withImageHint(se *airlock.StartError) string {
 }
 
 // looksLikeImage reports whether name, given as a program, is rather an
-// image: a variant, "host", or a reference with a tag or digest
-// (python:3.12-slim, REGISTRY/REPO@sha256:...).
+// image: a variant, "host", a reference with a tag or digest
+// (python:3.12-slim, REGISTRY/REPO@sha256:...), or one of the images
+// docker users most often name bare (`docker run alpine ...`).
 func looksLikeImage(name string) bool {
-	if name == "host" || variant.IsVariant(name) {
+	if name == "host" || variant.IsVariant(name) || bareImage(name) {
 		return true
 	}
 	if strings.HasPrefix(name, "/") || strings.HasPrefix(name, ".") || strings.ContainsAny(name, " \t\n'\"$") {
 		return false
 	}
 	return strings.Contains(name, ":") || strings.Contains(name, "@sha256:")
+}
+
+// bareImage reports whether name is one of Docker Hub's most pulled
+// official images, which docker users name without a tag.
+func bareImage(name string) bool {
+	switch name {
+	case "alpine", "busybox", "ubuntu", "debian", "fedora", "centos", "rockylinux", "almalinux", "archlinux", "amazonlinux",
+		"python", "node", "golang", "rust", "ruby", "php", "perl", "openjdk", "eclipse-temurin", "gcc", "bash",
+		"nginx", "httpd", "redis", "postgres", "mysql", "mariadb", "mongo", "memcached", "rabbitmq", "hello-world":
+		return true
+	}
+	return false
 }
 
 // shellJoin quotes argv for a POSIX shell where a word needs it.

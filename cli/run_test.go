@@ -245,6 +245,10 @@ func TestRunImageAsCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.ExitCode != 127 || !strings.Contains(m.Stderr, want) {
 		t.Errorf("--json: %v, %s", err, r.stdout)
 	}
+	r = runCLI(t, nil, "run", "--rm", "alpine", "echo", "hi")
+	if r.code != 127 || !strings.Contains(r.stderr, "if alpine is an image, name it with --image: airlock run --image alpine -- echo hi") {
+		t.Errorf("a bare image name: exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = runCLI(t, nil, "run", "-d", "minimal")
 	if r.code != 127 || !strings.Contains(r.stderr, "if minimal is an image, name it with --image: airlock run --image minimal") {
 		t.Errorf("run -d: exit %d, stderr %q", r.code, r.stderr)
@@ -255,7 +259,7 @@ func TestLooksLikeImage(t *testing.T) {
 	for name, want := range map[string]bool{
 		"host": true, "minimal": true, "full": true, "python:3.12-slim": true,
 		"ghcr.io/org/app@sha256:0123": true, "localhost:5000/app": true,
-		"python3": false, "./run:me": false, "/opt/a:b": false, "ls": false, "a b:c": false,
+		"alpine": true, "ubuntu": true, "python3": false, "./run:me": false, "/opt/a:b": false, "ls": false, "a b:c": false,
 	} {
 		if got := looksLikeImage(name); got != want {
 			t.Errorf("looksLikeImage(%q) = %v, want %v", name, got, want)
