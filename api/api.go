@@ -403,6 +403,18 @@ type ExecParams struct {
 	Cols      uint16 `json:"cols,omitempty"`
 	// Mode (exec_stream only): "responses" (default) or "notifications".
 	Mode string `json:"mode,omitempty"`
+	// Detach (exec only) starts the command and answers at once with an
+	// ExecDetachedResult, as `docker exec -d` does: the command runs on,
+	// its output discarded, after the request and its session end, until
+	// it exits, its timeout passes or the sandbox stops. Its end is
+	// reported by the "exec" event. Not with open_stdin or tty.
+	Detach bool `json:"detach,omitempty"`
+}
+
+// ExecDetachedResult is the answer to an exec with detach: the command's
+// process id inside the sandbox.
+type ExecDetachedResult struct {
+	Pid int `json:"pid"`
 }
 
 // Exec stream modes.

@@ -24,6 +24,7 @@ import (
 type execFlags struct {
 	interactive bool
 	tty         bool
+	detach      bool
 	asJSON      bool
 	env         []string
 	envFiles    []string
@@ -42,7 +43,8 @@ or by an airlock rpc session), through its control socket. Exit codes are
 those of airlock run.`,
 		Example: `  airlock exec sb-1a2b -- ls /workspace
   airlock exec -it sb-1a2b bash
-  echo data | airlock exec sb-1a2b -- wc -c`,
+  echo data | airlock exec sb-1a2b -- wc -c
+  airlock exec -d sb-1a2b -- python3 -m http.server 8000`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			command := args[1:]
@@ -59,6 +61,7 @@ those of airlock run.`,
 	fl.SetInterspersed(false)
 	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open even when it is a terminal")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "allocate a pseudo-terminal")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start the command and return: it runs on, its output discarded, until it exits or the sandbox stops")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON result instead of streaming output")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from here)")
 	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file, a KEY=VALUE (or KEY) per line, # for comments, as docker reads it; -e wins; repeatable")
@@ -104,6 +107,9 @@ func (a *app) runExec(ctx context.Context, f *execFlags, prefix string, args []s
 	if f.tty && f.asJSON {
 		return errors.New("--tty and --json cannot be combined: a terminal session has no single result")
 	}
+	if f.detach && (f.tty || f.interactive) {
+		return errors.New("--detach cannot be combined with --tty or --interactive: nobody reads a detached command's terminal or writes its stdin")
+	}
 	c, sb, err := a.runningSandbox(ctx, prefix)
 	if err != nil {
 		return err
@@ -117,6 +123,9 @@ func (a *app) runExec(ctx context.Context, f *execFlags, prefix string, args []s
 // returned as the error.
 func (a *app) execIn(ctx context.Context, sb *client.Sandbox, f *execFlags, args []string) error {
 	params := api.ExecParams{Argv: args, WorkingDir: f.workdir, Env: envFlags(f.env), User: f.user, TTY: f.tty, TimeoutSeconds: f.timeout.Seconds()}
+	if f.detach {
+		return a.execDetached(ctx, sb, f, params)
+	}
 	stdinIsTTY := term.IsTerminal(int(os.Stdin.Fd()))
 	useStdin := f.interactive || !stdinIsTTY
 	if f.asJSON {
@@ -169,6 +178,29 @@ func (a *app) execIn(ctx context.Context, sb *client.Sandbox, f *execFlags, args
 		return a.remoteStartFailure(err)
 	}
 	return a.exitFor(execResultFromClient(res))
+}
+
+// execDetached starts a command that runs on after exec returns (docker's
+// exec -d): it prints nothing, or the command's pid with --json.
+func (a *app) execDetached(ctx context.Context, sb *client.Sandbox, f *execFlags, params api.ExecParams) error {
+	pid, err := sb.StartDetached(ctx, params)
+	if err != nil {
+		if f.asJSON {
+			var ce *client.Error
+			if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
+				return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
+			}
+			return writeJSONError(err)
+		}
+		return a.remoteStartFailure(err)
+	}
+	if f.asJSON {
+		return writeJSON(struct {
+			SandboxID string `json:"sandbox_id"`
+			Pid       int    `json:"pid"`
+		}{sb.ID(), pid})
+	}
+	return nil
 }
 
 // remoteProcess drives a command reached through a control socket.

@@ -723,3 +723,40 @@ func TestRunRm(t *testing.T) {
 		t.Errorf("--rm with --detach --pool: code %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestExecDetach: exec -d returns at once and leaves its command running
+// after it (and its connection) ended, as docker exec -d does; the
+// command's output goes nowhere, its pid comes with --json, and what
+// cannot be detached is refused.
+func TestExecDetach(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d"))
+	h.waitStatus(id, "running", 5*time.Second)
+	if out := h.must(nil, "exec", "-d", id, "--", "sh", "-c", "echo lost; sleep 1; echo $$ > /tmp/ran"); out != "" {
+		t.Errorf("exec -d printed %q", out)
+	}
+	var res struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(h.must(nil, "exec", "-d", "--json", id, "--", "sleep", "30")), &res); err != nil || res.Pid <= 0 {
+		t.Errorf("exec -d --json: %v, pid %d", err, res.Pid)
+	}
+	// The first command outlived its exec, which returned before it slept.
+	deadline := time.Now().Add(30 * time.Second)
+	for h.run(nil, "exec", id, "--", "test", "-s", "/tmp/ran").code != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the detached command did not run on after exec -d returned")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := h.must(nil, "exec", id, "--", "sh", "-c", "kill -0 "+strconv.Itoa(res.Pid)+" && echo alive"); out != "alive\n" {
+		t.Errorf("the detached sleep (pid %d): %q", res.Pid, out)
+	}
+	if r := h.run(nil, "exec", "-d", "-t", id, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "--detach cannot be combined") {
+		t.Errorf("exec -d -t: exit %d, %q", r.code, r.stderr)
+	}
+	if r := h.run(nil, "exec", "-d", id, "--", "airlock-nosuch-command"); r.code != 127 {
+		t.Errorf("exec -d of a missing program: exit %d, want 127; %q", r.code, r.stderr)
+	}
+}

@@ -132,6 +132,22 @@ func (s *Sandbox) Exec(ctx context.Context, command string) (*Result, error) {
 	return s.Run(ctx, api.ExecParams{Command: command})
 }
 
+// StartDetached starts a command that runs on without anyone waiting for
+// it, as `docker exec -d` does, and returns its process id in the
+// sandbox: its output is discarded, and it ends when it exits, its
+// timeout passes or the sandbox stops (the "exec" event reports its end).
+// params.OpenStdin and params.TTY are refused; params.Stdin, given
+// whole, is its input.
+func (s *Sandbox) StartDetached(ctx context.Context, params api.ExecParams) (int, error) {
+	s.setID(&params.SandboxID)
+	params.Mode, params.Detach = "", true
+	var r api.ExecDetachedResult
+	if err := s.c.call(ctx, api.MethodExec, params, &r); err != nil {
+		return 0, err
+	}
+	return r.Pid, nil
+}
+
 // Run runs a command (params.Command through /bin/sh -c, or params.Argv
 // as is) and returns its buffered output. If ctx ends first, the command
 // is killed and Run returns ctx.Err(). A command that cannot be started

@@ -334,3 +334,39 @@ func TestExecErrors(t *testing.T) {
 		t.Errorf("the first exec with the id: %v", second)
 	}
 }
+
+// TestExecDetached: an exec with detach answers with the command's pid
+// while it runs on, its given stdin its input; streaming, a terminal and
+// open stdin are refused with it.
+func TestExecDetached(t *testing.T) {
+	needAgent(t)
+	c := newClient(t, Options{AllowCreate: true}, ServeOptions{})
+	c.create(1, nil)
+	var d api.ExecDetachedResult
+	c.result(2, api.MethodExec, map[string]any{"command": "sleep 1000", "detach": true}, &d)
+	if d.Pid <= 0 {
+		t.Fatalf("pid %d", d.Pid)
+	}
+	if r := c.exec(3, map[string]any{"argv": []string{"kill", "-0", strconv.Itoa(d.Pid)}}); r.ExitCode != 0 {
+		t.Errorf("the detached command (pid %d) is not running: %+v", d.Pid, r)
+	}
+	c.result(4, api.MethodExec, map[string]any{"command": "cat > /tmp/in", "stdin": b64("given"), "detach": true}, &d)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := c.exec(5, map[string]any{"command": "cat /tmp/in"})
+		if r.Stdout == b64("given") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the detached command's stdin: %q", r.Stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantError(t, c.call(6, api.MethodExecStream, map[string]any{"command": "true", "detach": true}), api.CodeInvalidParams)
+	wantError(t, c.call(7, api.MethodExec, map[string]any{"command": "true", "detach": true, "tty": true}), api.CodeInvalidParams)
+	wantError(t, c.call(8, api.MethodExec, map[string]any{"command": "true", "detach": true, "open_stdin": true}), api.CodeInvalidParams)
+	e := wantError(t, c.call(9, api.MethodExec, map[string]any{"argv": []string{"airlock-no-such-program"}, "detach": true}), api.CodeCommandFailed)
+	if d, _ := e.Data.(map[string]any); d["exit_code"] != float64(127) {
+		t.Errorf("not found: data %v, want exit_code 127", e.Data)
+	}
+}

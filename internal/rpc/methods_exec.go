@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 		cmd.Stderr = &chunkWriter{out: ss.out, id: j.req.id, notify: notify, stderr: true}
 	}
 	j.releaseLine()
+	if p.Detach {
+		return ss.startDetached(ctx, sbe, cmd)
+	}
 	start := time.Now()
 	if !stream && !p.OpenStdin && !p.TTY {
 		return ss.runBuffered(ctx, j, sbe, cmd, start)
@@ -81,6 +85,18 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 	}
 	res, err := proc.Wait()
 	return execOutcome(ctx, j, sbe, cmd.Argv, start, res, err, stream)
+}
+
+// startDetached starts a command that outlives its request and session:
+// nothing reads its output, and only its end (the exec event), its
+// timeout or the sandbox's end stops it.
+func (ss *session) startDetached(ctx context.Context, sbe *sandboxEntry, cmd airlock.Command) (any, error) {
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	proc, err := sbe.sb.Start(context.WithoutCancel(ctx), cmd)
+	if err != nil {
+		return nil, execError(ctx, sbe, cmd.Argv, err)
+	}
+	return api.ExecDetachedResult{Pid: proc.Pid()}, nil
 }
 
 // runBuffered runs a command whose output is buffered and whose stdin is
@@ -166,6 +182,10 @@ func execCommand(method string, p *api.ExecParams, stream bool) (airlock.Command
 		return cmd, nil, invalidParams("%s params: timeout_seconds must be between 0 (none) and %g", method, float64(maxTimeoutSeconds))
 	}
 	switch {
+	case p.Detach && stream:
+		return cmd, nil, invalidParams("%s params: detach applies to exec only: a detached command's output is not streamed", method)
+	case p.Detach && (p.OpenStdin || p.TTY):
+		return cmd, nil, invalidParams("%s params: a detached command has nobody to write its stdin or read its terminal: leave out open_stdin and tty (stdin, given whole, works)", method)
 	case !stream && p.Mode != "":
 		return cmd, nil, invalidParams("%s params: mode applies to exec_stream only: leave it out", method)
 	case p.Mode != "" && p.Mode != api.ModeResponses && p.Mode != api.ModeNotifications:
