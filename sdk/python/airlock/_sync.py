@@ -753,6 +753,18 @@ class Sandbox:
 
     exec_stream = start
 
+    def start_detached(self, command: Command, *, working_dir: Optional[str] = None,
+                       env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+                       timeout: Optional[float] = None, stdin: Optional[Data] = None) -> int:
+        """Starts a command that runs on by itself, as ``docker exec -d``
+        does, and returns its pid in the sandbox: its output is discarded,
+        and it ends when it exits, ``timeout`` passes or the sandbox stops
+        (the ``exec`` event reports its end)."""
+        p = P.exec_params(command, working_dir=working_dir, env=env, user=user, timeout=timeout,
+                          stdin=stdin, sandbox_id=self.id)
+        p["detach"] = True
+        return int(self._client._call("exec", p)["pid"])
+
     # ------------------------------------------------------------ files
 
     def write_file(self, path: str, data: Data, mode: int = 0o644, *,

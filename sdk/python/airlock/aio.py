@@ -648,6 +648,14 @@ class Sandbox:
 
     exec_stream = start
 
+    async def start_detached(self, command: Command, *, working_dir: Optional[str] = None,
+                             env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+                             timeout: Optional[float] = None, stdin: Optional[Data] = None) -> int:
+        p = P.exec_params(command, working_dir=working_dir, env=env, user=user, timeout=timeout,
+                          stdin=stdin, sandbox_id=self.id)
+        p["detach"] = True
+        return int((await self._client._call("exec", p))["pid"])
+
     async def write_file(self, path: str, data: Data, mode: int = 0o644, *,
                          offset: Optional[int] = None, truncate: bool = False) -> int:
         p = self._p(path=path, mode=mode)

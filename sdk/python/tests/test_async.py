@@ -52,6 +52,8 @@ def test_async_everything(tmp_path: Path) -> None:
             p = await sb.start("sleep 60")
             await p.cancel()
             assert (await p.wait()).killed_by == "signal"
+            pid = await sb.start_detached("sleep 60")
+            assert pid > 0 and (await sb.exec(["kill", "-0", str(pid)])).exit_code == 0
 
             await sb.mkdir("/tmp/a/b", parents=True)
             await sb.symlink("b", "/tmp/a/l")

@@ -54,6 +54,20 @@ def test_start_stream_stdin(sb: airlock.Sandbox) -> None:
     assert r.stdout == b"" and r.stderr == b""  # all of it was iterated over
 
 
+def test_start_detached(sb: airlock.Sandbox) -> None:
+    pid = sb.start_detached("sleep 1000")
+    assert pid > 0
+    assert sb.exec(["kill", "-0", str(pid)]).exit_code == 0
+    sb.start_detached("cat > /tmp/detached-in", stdin="given")
+    deadline = time.monotonic() + 30
+    while sb.exec("cat /tmp/detached-in").stdout != b"given":
+        assert time.monotonic() < deadline, "the detached command did not read its stdin"
+        time.sleep(0.1)
+    with pytest.raises(airlock.CommandFailed) as e:
+        sb.start_detached(["/no/such/program"])
+    assert e.value.exit_code == 127
+
+
 def test_start_wait_collects(sb: airlock.Sandbox) -> None:
     r = sb.start(["sh", "-c", "seq 1 10000"]).wait()
     assert r.stdout == "".join(f"{i}\n" for i in range(1, 10001)).encode()

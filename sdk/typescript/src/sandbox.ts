@@ -349,6 +349,20 @@ export class Sandbox {
     return this.exec(argv, opts);
   }
 
+  /**
+   * Starts a command that runs on by itself, as `docker exec -d` does, and
+   * returns its pid in the sandbox: its output is discarded, and it ends
+   * when it exits, its timeout passes or the sandbox stops (the exec event
+   * reports its end). A terminal is refused; stdin, given whole, is its input.
+   */
+  async startDetached(command: string | string[], opts: ExecOptions = {}): Promise<number> {
+    const p = execParams(this.id, command, opts);
+    if (opts.stdin !== undefined) p.stdin = toBuffer(opts.stdin).toString('base64');
+    p.detach = true;
+    const msg = await this.client.call('exec', p, { signal: opts.signal });
+    return msg.result.pid;
+  }
+
   /** Starts a command whose output streams (exec_stream); see Process. */
   start(command: string | string[], opts: StartOptions = {}): Process {
     return new Process(this, command, opts);

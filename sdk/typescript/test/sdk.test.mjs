@@ -158,6 +158,19 @@ describe('one sandbox', { skip }, () => {
     await assert.rejects(p3.wait(), { name: 'AbortError' });
   });
 
+  test('startDetached: the command runs on, with its given stdin', async () => {
+    const pid = await sb.startDetached('sleep 1000');
+    assert.ok(pid > 0);
+    assert.equal((await sb.exec(['kill', '-0', String(pid)])).exitCode, 0);
+    await sb.startDetached('cat > /tmp/detached-in', { stdin: 'given' });
+    const deadline = Date.now() + 30000;
+    while ((await sb.exec('cat /tmp/detached-in')).stdoutText !== 'given') {
+      assert.ok(Date.now() < deadline, 'the detached command did not read its stdin');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await assert.rejects(sb.startDetached(['/no/such/program']), (e) => e.exitCode === 127);
+  });
+
   test('start: a TTY is resized', async () => {
     const p = sb.start(['sh', '-c', 'stty size; read x; stty size'], { tty: true, rows: 10, cols: 20, openStdin: true });
     let out = '';
