@@ -141,8 +141,8 @@ func (tm *terminal) exit() int {
 func TestAttachTerminal(t *testing.T) {
 	t.Parallel()
 	h := newCLIHome(t)
-	h.must(nil, "run", "-d", "-t", "--name", "tty", "--", "sh", "-c", `trap 'echo size:$(stty size)' WINCH; while :; do if read l; then echo got:$l; fi; done`)
-	time.Sleep(300 * time.Millisecond) // the trap is set
+	h.must(nil, "run", "-d", "-t", "--name", "tty", "--", "sh", "-c", `trap 'echo size:$(stty size)' WINCH; echo ready; while :; do if read l; then echo got:$l; fi; done`)
+	h.waitLogs("tty", "ready") // the trap is set
 
 	tm := h.onTerminal(33, 101, "attach", "tty")
 	tm.waitFor("size:33 101")

@@ -107,6 +107,23 @@ func (h *cliHome) list() map[string]listed {
 }
 
 // waitStatus waits until list shows id with status.
+// waitLogs waits until the log of sandbox ref (an id or name) holds s:
+// a main command that prints once it is ready (its traps set) is ready.
+func (h *cliHome) waitLogs(ref, s string) {
+	h.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		logs := h.must(nil, "logs", ref)
+		if strings.Contains(logs, s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the log of %s has no %q after a minute: %q", ref, s, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (h *cliHome) waitStatus(id, status string, d time.Duration) listed {
 	h.t.Helper()
 	deadline := time.Now().Add(d)
@@ -186,8 +203,9 @@ func TestDetachedNames(t *testing.T) {
 	// stop: SIGTERM to the main command, which may end as it likes;
 	// one that ignores it is killed after --time.
 	h.must(nil, "run", "-d", "--name", "trap", "--", "sh", "-c", `trap "echo got TERM; exit 3" TERM; echo one; echo two; while :; do sleep 0.1; done`)
-	h.must(nil, "run", "-d", "--name", "deaf", "--", "sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
-	time.Sleep(300 * time.Millisecond) // the traps are set
+	h.must(nil, "run", "-d", "--name", "deaf", "--", "sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
+	h.waitLogs("trap", "two\n") // the traps are set
+	h.waitLogs("deaf", "ready\n")
 	start := time.Now()
 	h.must(nil, "stop", "trap")
 	if out := h.must(nil, "wait", "trap"); out != "3\n" {
@@ -232,9 +250,9 @@ func TestDetachedNames(t *testing.T) {
 	h.waitStatus(deaf, "stopped", 10*time.Second)
 
 	// kill -s: a signal to the main command, which goes on running.
-	hup := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "hup", "--", "sh", "-c", `trap "echo got HUP" HUP; while :; do sleep 0.1; done`))
+	hup := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "hup", "--", "sh", "-c", `trap "echo got HUP" HUP; echo ready; while :; do sleep 0.1; done`))
 	idle := strings.TrimSpace(h.must(nil, "run", "-d"))
-	time.Sleep(300 * time.Millisecond)
+	h.waitLogs(hup, "ready\n")
 	h.must(nil, "kill", "-s", "HUP", "hup")
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(h.must(nil, "logs", "hup"), "got HUP") && time.Now().Before(deadline) {
