@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -157,7 +158,8 @@ type execIn struct {
 	SandboxID      string `json:"sandbox_id"`
 	Command        string `json:"command" jsonschema:"a shell command line, run with /bin/sh -c"`
 	WorkingDir     string `json:"working_dir,omitempty" jsonschema:"directory to run in (default /workspace)"`
-	TimeoutSeconds int64  `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds (default 300, at most 3600)"`
+	TimeoutSeconds int64  `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds (default 300, at most 3600; in the background: none)"`
+	Background     bool   `json:"background,omitempty" jsonschema:"start the command and return at once with its pid, leaving it running (a server, a watcher) until it exits or the sandbox closes; its output is discarded, so redirect it to a file to read later"`
 }
 
 type execOut struct {
@@ -168,6 +170,7 @@ type execOut struct {
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	KilledBy        string `json:"killed_by,omitempty" jsonschema:"timeout, oom or signal when the command did not exit by itself"`
 	DurationMs      int64  `json:"duration_ms"`
+	Pid             int    `json:"pid,omitempty" jsonschema:"with background: the command's process id in the sandbox"`
 }
 
 type writeIn struct {
@@ -229,7 +232,8 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "sandbox_create", Description: "Create an isolated Linux sandbox and return its sandbox_id. " +
 		"Close it with sandbox_close when done; all sandboxes close when the session ends."}, s.create)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "exec", Description: "Run a shell command in a sandbox and return its exit code and output. " +
-		"Output is cut at a bound, and stdout_truncated or stderr_truncated say so: redirect large output to a file and read parts of it."}, s.exec)
+		"Output is cut at a bound, and stdout_truncated or stderr_truncated say so: redirect large output to a file and read parts of it. " +
+		"With background, the command is started and left running (a server to call with later commands), and its pid returned."}, s.exec)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "write_file", Description: "Write a text file in a sandbox, replacing it if it exists."}, s.write)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "read_file", Description: "Read a file from a sandbox. Large files come back in parts: truncated says there is more, read again from offset + the bytes read."}, s.read)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "list_files", Description: "List a directory of a sandbox."}, s.list)
@@ -295,13 +299,26 @@ func (s *Server) exec(ctx context.Context, _ *mcp.CallToolRequest, in execIn) (*
 		return nil, execOut{}, errors.New("command is empty: give a shell command line, such as \"ls -la\"")
 	}
 	timeout := defaultExecTimeout
+	if in.Background {
+		timeout = 0
+	}
 	if in.TimeoutSeconds < 0 || time.Duration(in.TimeoutSeconds)*time.Second > maxExecTimeout {
 		return nil, execOut{}, fmt.Errorf("timeout_seconds %d is out of range: give 1 to %d", in.TimeoutSeconds, int(maxExecTimeout/time.Second))
 	}
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	res, err := sb.Run(ctx, airlock.Command{Shell: in.Command, Dir: in.WorkingDir, Timeout: timeout})
+	cmd := airlock.Command{Shell: in.Command, Dir: in.WorkingDir, Timeout: timeout}
+	if in.Background {
+		// Its own context: the command outlives this call.
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		p, err := sb.Start(context.WithoutCancel(ctx), cmd)
+		if err != nil {
+			return nil, execOut{}, fmt.Errorf("exec in the background: %w", err)
+		}
+		return nil, execOut{Pid: p.Pid()}, nil
+	}
+	res, err := sb.Run(ctx, cmd)
 	if err != nil {
 		return nil, execOut{}, fmt.Errorf("exec: %w", err)
 	}

@@ -147,6 +147,21 @@ func TestTools(t *testing.T) {
 	if !ex.StdoutTruncated || len(ex.Stdout) > 1000 {
 		t.Errorf("huge output: %d bytes, truncated %v", len(ex.Stdout), ex.StdoutTruncated)
 	}
+	// In the background: started, left running, its pid returned; a
+	// later command reaches it.
+	var bg struct {
+		ExitCode int `json:"exit_code"`
+		Pid      int `json:"pid"`
+	}
+	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": "echo started > /tmp/bg; exec sleep 1000", "background": true}, &bg)
+	if bg.Pid <= 0 {
+		t.Errorf("exec in the background: %+v", bg)
+	}
+	ex.Stdout = ""
+	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": fmt.Sprintf("for i in $(seq 100); do [ -s /tmp/bg ] && break; sleep 0.1; done; kill -0 %d && cat /tmp/bg", bg.Pid)}, &ex)
+	if ex.ExitCode != 0 || ex.Stdout != "started\n" {
+		t.Errorf("the command left running in the background: %+v", ex)
+	}
 	call(t, cs, "write_file", map[string]any{"sandbox_id": id, "path": "/workspace/a.txt", "content": strings.Repeat("x", 150)}, nil)
 	var rd struct {
 		Content   string `json:"content"`
