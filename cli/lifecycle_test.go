@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/lifecycle"
 )
 
 // cliHome runs the CLI with its own state directory, so that tests running
@@ -106,7 +109,6 @@ func (h *cliHome) list() map[string]listed {
 	return m
 }
 
-// waitStatus waits until list shows id with status.
 // waitLogs waits until the log of sandbox ref (an id or name) holds s:
 // a main command that prints once it is ready (its traps set) is ready.
 func (h *cliHome) waitLogs(ref, s string) {
@@ -124,6 +126,7 @@ func (h *cliHome) waitLogs(ref, s string) {
 	}
 }
 
+// waitStatus waits until list shows id with status.
 func (h *cliHome) waitStatus(id, status string, d time.Duration) listed {
 	h.t.Helper()
 	deadline := time.Now().Add(d)
@@ -776,5 +779,76 @@ func TestExecDetach(t *testing.T) {
 	}
 	if r := h.run(nil, "exec", "-d", id, "--", "airlock-nosuch-command"); r.code != 127 {
 		t.Errorf("exec -d of a missing program: exit %d, want 127; %q", r.code, r.stderr)
+	}
+}
+
+// TestRPCStoppedRecordsBounded: sandboxes made and closed through airlock
+// rpc leave the records of the last few only, while other kinds stay
+// until rm.
+func TestRPCStoppedRecordsBounded(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	detached := strings.TrimSpace(h.must(nil, "run", "-d", "--", "true"))
+	h.must(nil, "wait", detached)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rpcCmd := h.cmd(ctx, nil, "rpc")
+	in, err := rpcCmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := rpcCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpcCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); rpcCmd.Wait() }()
+	dec := json.NewDecoder(out)
+	call := func(id int, method, params string) json.RawMessage {
+		t.Helper()
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		for {
+			var m struct {
+				ID     int             `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  any             `json:"error"`
+			}
+			if err := dec.Decode(&m); err != nil {
+				t.Fatalf("%s over rpc: %v", method, err)
+			}
+			if m.ID != id { // a notification
+				continue
+			}
+			if m.Error != nil {
+				t.Fatalf("%s over rpc: %v", method, m.Error)
+			}
+			return m.Result
+		}
+	}
+	var made []string
+	for i := range lifecycle.KeptStoppedRPC + 3 {
+		var c struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		if err := json.Unmarshal(call(2*i+1, "create", "{}"), &c); err != nil || c.SandboxID == "" {
+			t.Fatalf("create: %v %+v", err, c)
+		}
+		made = append(made, c.SandboxID)
+		call(2*i+2, "close", fmt.Sprintf(`{"sandbox_id":%q}`, c.SandboxID))
+	}
+	recs := h.list()
+	for i, id := range made {
+		r, ok := recs[id]
+		switch kept := i >= len(made)-lifecycle.KeptStoppedRPC; {
+		case kept && (!ok || r.Status != "stopped" || r.Kind != "rpc"):
+			t.Errorf("sandbox %d of %d (%s), among the last closed: %+v, listed %v", i+1, len(made), id, r, ok)
+		case !kept && ok:
+			t.Errorf("sandbox %d of %d (%s), closed before the last %d, is still listed: %+v", i+1, len(made), id, lifecycle.KeptStoppedRPC, r)
+		}
+	}
+	if r, ok := recs[detached]; !ok || r.Status != "stopped" {
+		t.Errorf("the stopped run -d sandbox went with the rpc ones: %+v, listed %v", r, ok)
 	}
 }

@@ -197,8 +197,22 @@ func (s *Supervision) end(status, reason string, exitCode *int) {
 			// reads as crashed once this process is gone.
 			s.log.Warn("could not record that the sandbox stopped", "sandbox", s.id, "err", err)
 		}
+		if status == state.StatusStopped && s.rec.Kind == state.KindRPC {
+			// Programs make and close sandboxes through airlock rpc by
+			// the thousand: the records of those closed cleanly are
+			// kept for the last few only, so that the state directory
+			// and `airlock ps -a` stay bounded. Crashed ones stay until
+			// prune, as other kinds stay until rm.
+			if _, err := s.store.TrimStopped(KeptStoppedRPC, state.KindRPC); err != nil {
+				s.log.Debug("could not remove the records of older stopped sandboxes", "err", err)
+			}
+		}
 	})
 }
+
+// KeptStoppedRPC is how many records of sandboxes made through airlock rpc
+// and closed cleanly are kept, the last to stop.
+const KeptStoppedRPC = 16
 
 func markEnded(r *state.Record, status, reason string, exitCode *int) {
 	r.Status = status

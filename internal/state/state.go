@@ -493,6 +493,41 @@ func (s *Store) Resolve(prefix string) (string, error) {
 	return "", errorf(ErrAmbiguous, "%q matches several sandboxes (%s): give more of the id", prefix, list)
 }
 
+// TrimStopped removes the records of sandboxes of the given kinds that
+// stopped cleanly (StatusStopped, readable), all but the keep that
+// stopped last, and returns how many it removed. Crashed and damaged
+// records stay, for prune and for the user to see. Records that another
+// process removes meanwhile are skipped.
+func (s *Store) TrimStopped(keep int, kinds ...string) (int, error) {
+	recs, err := s.List()
+	if err != nil {
+		return 0, fmt.Errorf("trim stopped sandboxes: %w", err)
+	}
+	recs = slices.DeleteFunc(recs, func(r Record) bool {
+		return r.Status != StatusStopped || r.Damaged != "" || !slices.Contains(kinds, r.Kind)
+	})
+	if len(recs) <= keep {
+		return 0, nil
+	}
+	slices.SortFunc(recs, func(a, b Record) int {
+		if c := b.StoppedAt.Compare(a.StoppedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	removed := 0
+	var errs []error
+	for _, r := range recs[keep:] {
+		switch err := s.Remove(r.ID); {
+		case err == nil:
+			removed++
+		case !errors.Is(err, ErrNotFound):
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
 // Remove deletes the folder of sandbox id. It refuses, with ErrRunning, a
 // sandbox that is running with its supervisor alive, judged as Get does
 // when its state cannot be read. It writes nothing before deleting, so it

@@ -760,3 +760,36 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimStopped(t *testing.T) {
+	s, _ := newStore(t)
+	base := time.Now().Add(-time.Hour)
+	stopped := func(id, kind string, at time.Time) Record {
+		return Record{ID: id, Status: StatusStopped, Kind: kind, CreatedAt: at.Add(-time.Minute), StoppedAt: at}
+	}
+	for i := range 6 {
+		mustRegister(t, s, stopped(fmt.Sprintf("sb-rpc%d", i), KindRPC, base.Add(time.Duration(i)*time.Minute)))
+	}
+	mustRegister(t, s, stopped("sb-detached", KindDetached, base))
+	mustRegister(t, s, Record{ID: "sb-crashed", Status: StatusCrashed, Kind: KindRPC, CreatedAt: base, StoppedAt: base})
+	mustRegister(t, s, running(t, "sb-running", base))
+	n, err := s.TrimStopped(2, KindRPC)
+	if err != nil || n != 4 {
+		t.Fatalf("TrimStopped: %d removed, %v; want 4", n, err)
+	}
+	recs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	if want := []string{"sb-crashed", "sb-detached", "sb-rpc4", "sb-rpc5", "sb-running"}; !slices.Equal(ids, want) {
+		t.Errorf("after TrimStopped: %v, want %v", ids, want)
+	}
+	if n, err := s.TrimStopped(2, KindRPC); n != 0 || err != nil {
+		t.Errorf("a second TrimStopped: %d, %v", n, err)
+	}
+}
