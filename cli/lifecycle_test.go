@@ -852,3 +852,32 @@ func TestRPCStoppedRecordsBounded(t *testing.T) {
 		t.Errorf("the stopped run -d sandbox went with the rpc ones: %+v, listed %v", r, ok)
 	}
 }
+
+// TestManyRefsOneMissing: as docker's, stop, kill and rm act on every
+// sandbox named that exists, say which names none, and exit 1.
+func TestManyRefsOneMissing(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	for _, c := range []struct {
+		args  []string
+		after string // the status of the existing sandbox after
+	}{
+		{[]string{"stop", "-t", "1"}, "stopped"},
+		{[]string{"kill"}, "stopped"},
+		{[]string{"rm", "-f"}, ""},
+	} {
+		id := strings.TrimSpace(h.must(nil, "run", "-d", "--", "sleep", "300"))
+		h.waitStatus(id, "running", 10*time.Second)
+		r := h.run(nil, append(slices.Clone(c.args), "nobody", id)...)
+		if r.code != 1 || !strings.Contains(r.stderr, `no sandbox matches "nobody"`) || !strings.Contains(r.stdout, id) {
+			t.Errorf("%s nobody %s: exit %d, stdout %q, stderr %q", c.args[0], id, r.code, r.stdout, r.stderr)
+		}
+		rec, ok := h.list()[id]
+		switch {
+		case c.after == "" && ok:
+			t.Errorf("%s: %s is still listed: %+v", c.args[0], id, rec)
+		case c.after != "" && (!ok || rec.Status != c.after):
+			t.Errorf("%s: %s is %+v, want %s", c.args[0], id, rec, c.after)
+		}
+	}
+}

@@ -1170,7 +1170,7 @@ func (a *app) newPoolRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.forEach(args, asJSON, "removed", func(name string) error {
+			return a.forEach(args, nil, asJSON, "removed", func(name string) error {
 				return a.removePool(root, name)
 			})
 		},

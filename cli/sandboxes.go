@@ -163,12 +163,12 @@ left as the command's handling of it leaves it.`,
 			if err != nil {
 				return err
 			}
-			ids, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
+			ids, failed, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
 			if err != nil {
 				return err
 			}
 			if signal != "" {
-				return a.forEach(ids, asJSON, "signalled", func(id string) error {
+				return a.forEach(ids, failed, asJSON, "signalled", func(id string) error {
 					r, err := store.Get(id)
 					if err != nil {
 						return err
@@ -179,7 +179,7 @@ left as the command's handling of it leaves it.`,
 					return a.signalMain(cmd.Context(), store, id, signal)
 				})
 			}
-			return a.forEach(ids, asJSON, "killed", func(id string) error {
+			return a.forEach(ids, failed, asJSON, "killed", func(id string) error {
 				if r, err := store.Get(id); err == nil && !asJSON {
 					a.warnDamaged(r)
 				}
@@ -194,34 +194,42 @@ left as the command's handling of it leaves it.`,
 }
 
 // pickIDs resolves the ids given, or selects every record matching sel.
-func pickIDs(store *state.Store, args []string, all bool, sel func(state.Record) bool) ([]string, error) {
+// As docker does, a reference that names no sandbox fails alone: it is
+// among the ids returned, with why in failed, and forEach reports it
+// and goes on with the others.
+func pickIDs(store *state.Store, args []string, all bool, sel func(state.Record) bool) (ids []string, failed map[string]error, err error) {
 	if !all {
-		var ids []string
 		for _, a := range args {
 			id, err := store.Resolve(a)
-			if err != nil {
-				return nil, err
+			switch {
+			case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrAmbiguous):
+				if failed == nil {
+					failed = map[string]error{}
+				}
+				failed[a] = err
+				id = a
+			case err != nil:
+				return nil, nil, err
 			}
 			ids = append(ids, id)
 		}
-		return ids, nil
+		return ids, failed, nil
 	}
 	recs, err := store.List()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ids []string
 	for _, r := range recs {
 		if sel(r) {
 			ids = append(ids, r.ID)
 		}
 	}
-	return ids, nil
+	return ids, nil, nil
 }
 
-// forEach applies op to every id, reports each outcome and fails if any
-// failed.
-func (a *app) forEach(ids []string, asJSON bool, done string, op func(id string) error) error {
+// forEach applies op to every id but those failed already (pickIDs),
+// reports each outcome and fails if any failed.
+func (a *app) forEach(ids []string, unresolved map[string]error, asJSON bool, done string, op func(id string) error) error {
 	type outcome struct {
 		ID    string `json:"id"`
 		Error string `json:"error,omitempty"`
@@ -230,7 +238,11 @@ func (a *app) forEach(ids []string, asJSON bool, done string, op func(id string)
 	failed := 0
 	for _, id := range ids {
 		o := outcome{ID: id}
-		if err := op(id); err != nil {
+		err, ok := unresolved[id]
+		if !ok {
+			err = op(id)
+		}
+		if err != nil {
 			o.Error = err.Error()
 			failed++
 			if !asJSON {
@@ -349,11 +361,11 @@ func (a *app) newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ids, err := pickIDs(store, args, stopped, func(r state.Record) bool { return r.Status != state.StatusRunning })
+			ids, failed, err := pickIDs(store, args, stopped, func(r state.Record) bool { return r.Status != state.StatusRunning })
 			if err != nil {
 				return err
 			}
-			return a.forEach(ids, asJSON, "removed", func(id string) error {
+			return a.forEach(ids, failed, asJSON, "removed", func(id string) error {
 				r, err := store.Get(id)
 				if err != nil {
 					return err
@@ -419,7 +431,7 @@ func (a *app) newPruneCmd() *cobra.Command {
 					a.warnDamaged(r)
 				}
 			}
-			err = a.forEach(ids, asJSON, "removed", func(id string) error {
+			err = a.forEach(ids, nil, asJSON, "removed", func(id string) error {
 				r, err := store.Get(id)
 				if err != nil {
 					return err
@@ -516,11 +528,11 @@ command, or of an "airlock rpc" session, is killed at once.`,
 			if err != nil {
 				return err
 			}
-			ids, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
+			ids, failed, err := pickIDs(store, args, all, func(r state.Record) bool { return r.Status == state.StatusRunning })
 			if err != nil {
 				return err
 			}
-			return a.forEach(ids, asJSON, "stopped", func(id string) error {
+			return a.forEach(ids, failed, asJSON, "stopped", func(id string) error {
 				return a.stopSandbox(cmd.Context(), store, id, time.Duration(grace)*time.Second)
 			})
 		},
