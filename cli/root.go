@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -156,6 +157,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagError)
 	var rpcMode bool
 	root.Flags().BoolVar(&rpcMode, "rpc", false, "serve JSON-RPC on stdin/stdout for one sandbox: as "+a.name+" rpc, but it exits once the sandbox it created is closed")
 	rpcCmd := a.newRPCCmd()
@@ -184,6 +186,25 @@ func (a *app) newRootCmd() *cobra.Command {
 		root.AddCommand(a.extra()...)
 	}
 	return root
+}
+
+// flagError words a flag's bad value for a user: "--cpus: "abc" is not
+// a number", rather than the parser's own error. The subcommands inherit
+// it.
+func flagError(_ *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	var ne *strconv.NumError
+	if !errors.As(err, &ive) || !errors.As(err, &ne) {
+		return err
+	}
+	name := "--" + ive.GetFlag().Name
+	switch {
+	case errors.Is(ne.Err, strconv.ErrRange):
+		return fmt.Errorf("%s: %q is out of range", name, ive.GetValue())
+	case ive.GetFlag().Value.Type() == "bool":
+		return fmt.Errorf("%s: %q is not true or false", name, ive.GetValue())
+	}
+	return fmt.Errorf("%s: %q is not a number", name, ive.GetValue())
 }
 
 // renameInHelp writes name for airlock where the help of root's

@@ -70,3 +70,23 @@ func TestUnknownCommandOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagValueErrors: a bad number or boolean for a flag is said in the
+// user's words, naming the flag and the value, in every command.
+func TestFlagValueErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--cpus", "abc", "--", "true"}, `airlock: --cpus: "abc" is not a number`},
+		{[]string{"run", "--pids-limit", "99999999999999999999", "--", "true"}, `airlock: --pids-limit: "99999999999999999999" is out of range`},
+		{[]string{"run", "--rm=maybe", "--", "true"}, `airlock: --rm: "maybe" is not true or false`},
+		{[]string{"logs", "--tail", "x", "nobody"}, `airlock: --tail: "x" is not a number`},
+	} {
+		r := runCLI(t, nil, c.args...)
+		if r.code == 0 || strings.TrimSpace(r.stderr) != c.want {
+			t.Errorf("%q: exit %d, stderr %q; want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
