@@ -271,8 +271,11 @@ func TestFilesErrors(t *testing.T) {
 	if _, err := sb.ReadFile(ctx, "/workspace/missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v, want fs.ErrNotExist", err)
 	}
-	if _, err := sb.Stat(ctx, "/workspace/missing"); !errors.Is(err, fs.ErrNotExist) {
+	_, err := sb.Stat(ctx, "/workspace/missing")
+	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Stat of a missing file: %v, want fs.ErrNotExist", err)
+	} else if strings.Count(err.Error(), "/workspace/missing") != 1 {
+		t.Errorf("Stat of a missing file: %q names the path more than once", err)
 	}
 	if _, err := sb.ListFiles(ctx, "/workspace/missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ListFiles of a missing dir: %v, want fs.ErrNotExist", err)

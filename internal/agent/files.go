@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/airlock-sandbox/airlock/internal/agentproto"
@@ -25,4 +27,25 @@ func cleanPath(p string) (string, error) {
 
 func replyErr(c *agentproto.Conn, err error) error {
 	return c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
+}
+
+// replyFileErr answers a file operation on p with err, as fileErr words it.
+func replyFileErr(c *agentproto.Conn, p string, err error) error {
+	return c.Write(agentproto.Msg{K: agentproto.KErr, Err: fileErr(p, err)})
+}
+
+// fileErr is err for the host, which names the operation and p in front
+// of it: an error that is only the operation on p and what went wrong
+// (an *fs.PathError of p) goes as what went wrong, so that the user does
+// not read the operation and the path twice. An error about another
+// path (a parent, a link's target) goes whole.
+func fileErr(p string, err error) *agentproto.Error {
+	e := agentproto.ToError(err)
+	if pe, ok := err.(*fs.PathError); ok && p != "" && pe.Path == p {
+		var inner *agentproto.Error
+		if !errors.As(pe.Err, &inner) {
+			e = &agentproto.Error{Code: e.Code, Message: pe.Err.Error()}
+		}
+	}
+	return e
 }

@@ -13,7 +13,7 @@ import (
 func (s *server) file(c *agentproto.Conn, req *agentproto.Request) error {
 	p, err := cleanPath(req.Path)
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	switch req.Op {
 	case agentproto.OpWriteFile:
@@ -25,7 +25,7 @@ func (s *server) file(c *agentproto.Conn, req *agentproto.Request) error {
 	case agentproto.OpStat:
 		info, err := s.fs.stat(p)
 		if err != nil {
-			return replyErr(c, err)
+			return replyFileErr(c, p, err)
 		}
 		info.Name = p
 		return c.Write(agentproto.Msg{K: agentproto.KInfo, Info: &info})
@@ -45,7 +45,7 @@ func (s *server) file(c *agentproto.Conn, req *agentproto.Request) error {
 		err = agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))
 	}
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	return c.Write(agentproto.Msg{K: agentproto.KEnd})
 }
@@ -56,20 +56,20 @@ func (s *server) writeFile(c *agentproto.Conn, p string, req *agentproto.Request
 		mode = 0o644
 	}
 	if req.Offset < 0 {
-		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("write %s: negative offset %d", p, req.Offset)))
+		return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("write %s: negative offset %d", p, req.Offset)))
 	}
 	if req.InPlace {
 		return s.writeInPlace(c, p, mode, req)
 	}
 	u, err := s.fs.create(p)
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	// fail removes the partial file before answering, so the space is
 	// free again by the time the host sees the error.
 	fail := func(err error) error {
 		u.abort()
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	for {
 		var m agentproto.Msg
@@ -88,7 +88,7 @@ func (s *server) writeFile(c *agentproto.Conn, p string, req *agentproto.Request
 		}
 	}
 	if err := u.commit(mode); err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	return c.Write(agentproto.Msg{K: agentproto.KEnd})
 }
@@ -99,7 +99,7 @@ func (s *server) writeFile(c *agentproto.Conn, p string, req *agentproto.Request
 func (s *server) writeInPlace(c *agentproto.Conn, p string, mode uint32, req *agentproto.Request) error {
 	f, err := s.fs.openWrite(p, mode)
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	defer f.Close()
 	off := req.Offset
@@ -112,17 +112,17 @@ func (s *server) writeInPlace(c *agentproto.Conn, p string, mode uint32, req *ag
 			break
 		}
 		if m.K != agentproto.KData {
-			return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, "unexpected frame in file upload"))
+			return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeInvalid, "unexpected frame in file upload"))
 		}
 		n, err := f.WriteAt(m.Data, off)
 		off += int64(n)
 		if err != nil {
-			return replyErr(c, err)
+			return replyFileErr(c, p, err)
 		}
 	}
 	if req.Truncate {
 		if err := f.Truncate(off); err != nil {
-			return replyErr(c, err)
+			return replyFileErr(c, p, err)
 		}
 	}
 	return c.Write(agentproto.Msg{K: agentproto.KEnd})
@@ -130,11 +130,11 @@ func (s *server) writeInPlace(c *agentproto.Conn, p string, mode uint32, req *ag
 
 func (s *server) readFile(c *agentproto.Conn, p string, req *agentproto.Request) error {
 	if req.Offset < 0 || req.Length < 0 {
-		return replyErr(c, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("read %s: negative offset or length", p)))
+		return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("read %s: negative offset or length", p)))
 	}
 	f, info, err := s.fs.open(p)
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	defer f.Close()
 	// want is what this read sends, as the file is now.
@@ -146,9 +146,9 @@ func (s *server) readFile(c *agentproto.Conn, p string, req *agentproto.Request)
 	}
 	if req.MaxBytes > 0 && want > req.MaxBytes {
 		if req.Offset > 0 || req.Length > 0 {
-			return replyErr(c, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s has %d bytes from offset %d, more than the %d byte limit", p, want, req.Offset, req.MaxBytes)))
+			return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s has %d bytes from offset %d, more than the %d byte limit", p, want, req.Offset, req.MaxBytes)))
 		}
-		return replyErr(c, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s is %d bytes, more than the %d byte limit", p, info.Size, req.MaxBytes)))
+		return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s is %d bytes, more than the %d byte limit", p, info.Size, req.MaxBytes)))
 	}
 	if err := c.Write(agentproto.Msg{K: agentproto.KInfo, Info: &info}); err != nil {
 		return err
@@ -161,7 +161,7 @@ func (s *server) readFile(c *agentproto.Conn, p string, req *agentproto.Request)
 		if n > 0 {
 			sent += int64(n)
 			if req.MaxBytes > 0 && sent > req.MaxBytes {
-				return replyErr(c, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s grew past the %d byte limit while being read", p, req.MaxBytes)))
+				return replyFileErr(c, p, agentproto.Errorf(agentproto.CodeTooLarge, fmt.Sprintf("%s grew past the %d byte limit while being read", p, req.MaxBytes)))
 			}
 			if werr := c.Write(agentproto.Msg{K: agentproto.KData, Data: buf[:n]}); werr != nil {
 				return werr
@@ -171,7 +171,7 @@ func (s *server) readFile(c *agentproto.Conn, p string, req *agentproto.Request)
 			return c.Write(agentproto.Msg{K: agentproto.KEnd})
 		}
 		if err != nil {
-			return replyErr(c, err)
+			return replyFileErr(c, p, err)
 		}
 	}
 }
@@ -179,7 +179,7 @@ func (s *server) readFile(c *agentproto.Conn, p string, req *agentproto.Request)
 func (s *server) listFiles(c *agentproto.Conn, p string) error {
 	ents, err := s.fs.list(p)
 	if err != nil {
-		return replyErr(c, err)
+		return replyFileErr(c, p, err)
 	}
 	// Send in batches so one frame stays under the frame limit.
 	const batch = 512
