@@ -36,6 +36,11 @@ type Command struct {
 	// to the sandbox's MaxOutputBytes each.
 	Stdout io.Writer
 	Stderr io.Writer
+	// DiscardOutput gives the command /dev/null as its stdout and stderr:
+	// nothing is read or sent, and Stdout and Stderr are not used (a
+	// command left running by itself, as `docker exec -d` leaves one).
+	// Not with TTY.
+	DiscardOutput bool
 	// TTY runs the command on a pseudo-terminal of Rows x Cols; stderr is
 	// merged into stdout.
 	TTY        bool
@@ -173,6 +178,9 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 	if err != nil {
 		return nil, err
 	}
+	if cmd.DiscardOutput && cmd.TTY {
+		return nil, errors.New("a command with DiscardOutput cannot have a TTY: a terminal's output is read from it")
+	}
 	env := make([]string, 0, len(cmd.Env))
 	for k, v := range cmd.Env {
 		env = append(env, k+"="+v)
@@ -193,7 +201,7 @@ func (s *Sandbox) start(ctx context.Context, cmd Command, started bool) (*Proces
 	req := agentproto.Request{Op: agentproto.OpExec, Exec: &agentproto.ExecRequest{
 		Argv: argv, Env: env, Dir: dir, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
 		Stdin: cmd.Stdin != nil || cmd.OpenStdin || cmd.TTY, Timeout: cmd.Timeout,
-		NoStarted: !started, User: user, Container: cmd.Container,
+		NoStarted: !started, User: user, Container: cmd.Container, NoOutput: cmd.DiscardOutput,
 	}}
 	p := &Process{s: s, argv: argv, done: make(chan struct{})}
 	p.before, err = s.b.Counters()

@@ -859,3 +859,40 @@ func TestExecLaunch(t *testing.T) {
 		t.Errorf("Wait of a missing command: %v", err)
 	}
 }
+
+// TestExecDiscardOutput: a command started with DiscardOutput writes to
+// /dev/null itself, at every level that works here, and nothing of its
+// output comes back; with a TTY it is refused.
+func TestExecDiscardOutput(t *testing.T) {
+	t.Parallel()
+	for _, lv := range []airlock.Isolation{airlock.IsolationProcess, airlock.IsolationGVisor, airlock.IsolationVM} {
+		t.Run(string(lv), func(t *testing.T) {
+			ctx := testCtx(t, 3*time.Minute)
+			sb, err := airlock.Create(ctx, airlock.Config{Isolation: lv})
+			if errors.Is(err, airlock.ErrUnavailable) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Close() })
+			p, err := sb.Start(ctx, airlock.Command{
+				Shell:         `readlink /proc/$$/fd/1 /proc/$$/fd/2 | cat > /tmp/fds; echo out; echo err >&2; seq 100000`,
+				DiscardOutput: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Wait()
+			if err != nil || res.ExitCode != 0 || len(res.Stdout)+len(res.Stderr) != 0 {
+				t.Fatalf("Wait: %v %+v (stdout %q, stderr %q)", err, res, res.Stdout, res.Stderr)
+			}
+			if b, err := sb.ReadFile(ctx, "/tmp/fds"); err != nil || string(b) != "/dev/null\n/dev/null\n" {
+				t.Errorf("the command's stdout and stderr: %q, %v", b, err)
+			}
+			if _, err := sb.Start(ctx, airlock.Command{Shell: "true", DiscardOutput: true, TTY: true}); err == nil {
+				t.Error("DiscardOutput with a TTY was accepted")
+			}
+		})
+	}
+}

@@ -294,8 +294,9 @@ type stdio struct {
 	owned      []*os.File // child ends, closed after spawn
 }
 
-// newStdio creates the command's standard streams. devnull, shared by all
-// commands, is stdin when the host sends none; output pipes come from
+// newStdio creates the command's standard streams. devnull (read and
+// written), shared by all commands, is stdin when the host sends none,
+// and stdout and stderr when it wants no output; output pipes come from
 // pipes.
 func newStdio(er *agentproto.ExecRequest, devnull *os.File, pipes *pipePool) (*stdio, error) {
 	s := &stdio{tty: er.TTY}
@@ -332,6 +333,11 @@ func newStdio(er *agentproto.ExecRequest, devnull *os.File, pipes *pipePool) (*s
 		s.owned = append(s.owned, r)
 	} else {
 		s.childFiles[0] = devnull
+	}
+	if er.NoOutput {
+		// Nothing to read: the command writes to /dev/null itself.
+		s.childFiles[1], s.childFiles[2] = devnull, devnull
+		return s, nil
 	}
 	for i, dst := range []**os.File{&s.stdoutR, &s.stderrR} {
 		r, w, err := pipes.get()
@@ -373,7 +379,10 @@ func pollable(f *os.File) (*os.File, error) {
 }
 
 func (s *stdio) outputs() []output {
-	out := []output{{s.stdoutR, agentproto.KStdout}}
+	var out []output
+	if s.stdoutR != nil {
+		out = append(out, output{s.stdoutR, agentproto.KStdout})
+	}
 	if s.stderrR != nil {
 		out = append(out, output{s.stderrR, agentproto.KStderr})
 	}

@@ -59,7 +59,9 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, prepare Preparer, log *
 		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})
 		return fmt.Errorf("prepare sandbox: %w", err)
 	}
-	devnull, err := os.Open(os.DevNull)
+	// Read and written: every command's stdin when the host sends none,
+	// and stdout and stderr when it wants no output.
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		err = fmt.Errorf("open %s in the sandbox: %w", os.DevNull, err)
 		_ = fc.Write(agentproto.Ready{Version: agentproto.Version, Err: agentproto.ToError(err)})

@@ -499,6 +499,9 @@ type ExecRequest struct {
 	// Container, when set, names the container (OpContainer) the
 	// command runs in; empty: the sandbox's own root.
 	Container string `cbor:"container,omitempty"`
+	// NoOutput gives the command /dev/null as stdout and stderr: no
+	// output frames are sent. Not with TTY.
+	NoOutput bool `cbor:"noout,omitempty"`
 }
 
 // Kind tags a frame on an exec or file stream after the Request.

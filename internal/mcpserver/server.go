@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -311,7 +310,7 @@ func (s *Server) exec(ctx context.Context, _ *mcp.CallToolRequest, in execIn) (*
 	cmd := airlock.Command{Shell: in.Command, Dir: in.WorkingDir, Timeout: timeout}
 	if in.Background {
 		// Its own context: the command outlives this call.
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		cmd.DiscardOutput = true
 		p, err := sb.Start(context.WithoutCancel(ctx), cmd)
 		if err != nil {
 			return nil, execOut{}, fmt.Errorf("exec in the background: %w", err)

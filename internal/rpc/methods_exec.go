@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"math"
 	"strings"
 	"sync"
@@ -91,7 +90,7 @@ func (ss *session) runExec(ctx context.Context, j *job, stream bool) (any, error
 // nothing reads its output, and only its end (the exec event), its
 // timeout or the sandbox's end stops it.
 func (ss *session) startDetached(ctx context.Context, sbe *sandboxEntry, cmd airlock.Command) (any, error) {
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.DiscardOutput = true
 	proc, err := sbe.sb.Start(context.WithoutCancel(ctx), cmd)
 	if err != nil {
 		return nil, execError(ctx, sbe, cmd.Argv, err)
