@@ -109,6 +109,24 @@ func (h *cliHome) list() map[string]listed {
 	return m
 }
 
+// startRPC starts `airlock rpc` in this home, with its stdin and stdout.
+func (h *cliHome) startRPC(ctx context.Context) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	h.t.Helper()
+	cmd := h.cmd(ctx, nil, "rpc")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	return cmd, in, out
+}
+
 // waitLogs waits until the log of sandbox ref (an id or name) holds s:
 // a main command that prints once it is ready (its traps set) is ready.
 func (h *cliHome) waitLogs(ref, s string) {
@@ -457,18 +475,7 @@ func TestSupervisorCrashAndPrune(t *testing.T) {
 	// A sandbox of an `airlock rpc` session.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rpcCmd := h.cmd(ctx, nil, "rpc")
-	in, err := rpcCmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := rpcCmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rpcCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	rpcCmd, in, out := h.startRPC(ctx)
 	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"create","params":{}}`+"\n")
 	var created struct {
 		ID     json.RawMessage `json:"id"`
@@ -792,18 +799,7 @@ func TestRPCStoppedRecordsBounded(t *testing.T) {
 	h.must(nil, "wait", detached)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rpcCmd := h.cmd(ctx, nil, "rpc")
-	in, err := rpcCmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := rpcCmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rpcCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	rpcCmd, in, out := h.startRPC(ctx)
 	defer func() { in.Close(); rpcCmd.Wait() }()
 	dec := json.NewDecoder(out)
 	call := func(id int, method, params string) json.RawMessage {
