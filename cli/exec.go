@@ -138,11 +138,7 @@ func (a *app) execIn(ctx context.Context, sb *client.Sandbox, f *execFlags, args
 		}
 		res, err := sb.Run(ctx, params)
 		if err != nil {
-			var ce *client.Error
-			if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
-				return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
-			}
-			return writeJSONError(err)
+			return jsonRemoteFailure(sb, err)
 		}
 		return writeResult(os.Stdout, jsonFromClient(sb.ID(), res), res.Stdout, res.Stderr)
 	}
@@ -186,11 +182,7 @@ func (a *app) execDetached(ctx context.Context, sb *client.Sandbox, f *execFlags
 	pid, err := sb.StartDetached(ctx, params)
 	if err != nil {
 		if f.asJSON {
-			var ce *client.Error
-			if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
-				return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
-			}
-			return writeJSONError(err)
+			return jsonRemoteFailure(sb, err)
 		}
 		return a.remoteStartFailure(err)
 	}
@@ -214,6 +206,16 @@ func (r remoteProcess) Signal(sig syscall.Signal) error {
 }
 func (r remoteProcess) Kill() error                    { return r.p.Cancel(r.ctx) }
 func (r remoteProcess) Resize(rows, cols uint16) error { return r.p.Resize(r.ctx, rows, cols) }
+
+// jsonRemoteFailure prints, as --json does, a command that could not
+// start (its result, exit code 126 or 127) or any other failure.
+func jsonRemoteFailure(sb *client.Sandbox, err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Code == api.CodeCommandFailed {
+		return writeResult(os.Stdout, jsonResult{SandboxID: sb.ID(), ExitCode: ce.ExitCode()}, nil, []byte(ce.Message+"\n"))
+	}
+	return writeJSONError(err)
+}
 
 func (a *app) remoteStartFailure(err error) error {
 	var ce *client.Error
