@@ -259,7 +259,7 @@ func TestIDsPulledImageOwners(t *testing.T) {
 	}
 	for _, img := range imgs {
 		if _, err := c.Remove(ctx, img.Key); err != nil {
-			t.Errorf("remove %s: %v", img.Key, err)
+			t.Errorf("remove %s: %v; holders of the cache's locks: %s", img.Key, err, lockHolders(filepath.Join(cacheDir, "locks")))
 		}
 	}
 	if _, err := c.Prune(ctx); err != nil {
@@ -284,4 +284,27 @@ func mappedIDs(t *testing.T, uidMap string) int {
 		n += size
 	}
 	return n
+}
+
+// lockHolders names the processes with a file under dir open, with
+// their state and command line.
+func lockHolders(dir string) string {
+	procs, _ := os.ReadDir("/proc")
+	var out []string
+	for _, p := range procs {
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			if !strings.HasPrefix(l, dir) {
+				continue
+			}
+			stat, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+			cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+			out = append(out, fmt.Sprintf("pid %s fd %s %s: %q %q", p.Name(), fd.Name(), l, stat, cmd))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }

@@ -40,6 +40,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/flock"
 	"github.com/airlock-sandbox/airlock/internal/state"
 )
 
@@ -320,7 +321,7 @@ func lock(ctx context.Context, root *os.Root) (unlock func(), err error) {
 	case <-ctx.Done():
 		go func() {
 			<-got
-			f.Close()
+			flock.Release(f)
 		}()
 		return nil, fmt.Errorf("lock %s: %w", filepath.Join(root.Name(), lockFile), context.Cause(ctx))
 	}
@@ -328,6 +329,5 @@ func lock(ctx context.Context, root *os.Root) (unlock func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	// Closing the only descriptor of the lock file releases the lock.
-	return func() { f.Close() }, nil
+	return func() { flock.Release(f) }, nil
 }

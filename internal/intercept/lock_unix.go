@@ -5,6 +5,8 @@ package intercept
 import (
 	"os"
 	"syscall"
+
+	"github.com/airlock-sandbox/airlock/internal/flock"
 )
 
 // lockDir takes an exclusive flock on path (created 0600 if absent) and
@@ -25,8 +27,5 @@ func lockDir(path string) (unlock func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, nil
+	return func() { flock.Release(f) }, nil
 }

@@ -48,6 +48,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/flock"
 )
 
 const (
@@ -694,8 +696,7 @@ func lockSandbox(root *os.Root, id string) (sub *os.Root, unlock func(), err err
 		sub.Close()
 		return nil, nil, fmt.Errorf("lock: %w", err)
 	}
-	// Closing the only descriptor of the lock file releases the lock.
-	unlock = func() { f.Close() }
+	unlock = func() { flock.Release(f) }
 	// The folder may have been removed while we waited.
 	if err := sameDir(root, id, sub); err != nil {
 		unlock()

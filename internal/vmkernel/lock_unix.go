@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/flock"
 )
 
 // Lock takes the flock of path, waiting until it is free or ctx ends.
@@ -20,7 +22,7 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			return func() { flock.Release(f) }, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			f.Close()

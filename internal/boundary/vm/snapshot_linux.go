@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/flock"
 	"github.com/airlock-sandbox/airlock/internal/vmkernel"
 )
 
@@ -353,7 +354,7 @@ func removeStaleLock(path string, now time.Time) error {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer flock.Release(f)
 	if fi, err := f.Stat(); err != nil || now.Sub(fi.ModTime()) <= snapshotInUse {
 		return nil
 	}
@@ -375,7 +376,7 @@ func removeSnapshot(root, key string, now time.Time) (bool, error) {
 	if err != nil {
 		return false, nil // gone already
 	}
-	defer f.Close()
+	defer flock.Release(f)
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return false, nil // being restored
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/flock"
 )
 
 const oNoFollow = syscall.O_NOFOLLOW
@@ -30,7 +32,7 @@ func (c *Cache) lock(ctx context.Context, name string) (func(), error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			return func() { flock.Release(f) }, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			f.Close()
@@ -59,7 +61,7 @@ func (c *Cache) tryLock(name string) (func(), error) {
 		f.Close()
 		return nil, err
 	}
-	return func() { f.Close() }, nil
+	return func() { flock.Release(f) }, nil
 }
 
 // usePath is the use lock of the image with hex key h.
@@ -85,7 +87,7 @@ func (c *Cache) share(ctx context.Context, h string) (func(), error) {
 				f.Close()
 				return nil, fmt.Errorf("check the use lock of image sha256:%s: %w", h, err)
 			} else if same {
-				return func() { f.Close() }, nil
+				return func() { flock.Release(f) }, nil
 			}
 			f.Close()
 			continue
@@ -149,7 +151,7 @@ func (c *Cache) claim(h string) (func(), error) {
 		}
 		return func() {
 			_ = os.Remove(p)
-			f.Close()
+			flock.Release(f)
 		}, nil
 	}
 }
