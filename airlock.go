@@ -59,6 +59,12 @@ type Sandbox struct {
 	// firstCommand is called once the next command ends or the sandbox
 	// closes (afterFirstCommand).
 	firstCommand atomic.Pointer[func()]
+	// paused is set while the sandbox is paused (pause.go); pauseMu
+	// orders Pause and Resume and guards the watchers.
+	paused          atomic.Bool
+	pauseMu         sync.Mutex
+	pauseWatchers   map[int]func(bool)
+	pauseWatcherSeq int
 }
 
 // Errors that callers can test for with errors.Is.
@@ -469,6 +475,9 @@ func (s *Sandbox) open(ctx context.Context, req agentproto.Request) (*stream, er
 	case <-s.closed:
 		return nil, s.Err()
 	default:
+	}
+	if err := s.errIfPaused(); err != nil {
+		return nil, err
 	}
 	conn := s.spare.Take(ctx)
 	if conn == nil {

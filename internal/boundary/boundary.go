@@ -67,6 +67,13 @@ type Sandbox interface {
 	Usage() (Usage, error)
 	// PidsCurrent is how many tasks count against its pids limit.
 	PidsCurrent() (int64, error)
+	// Pause stops every process of the sandbox where it is (its agent
+	// too, so that nothing answers until Resume), and returns once all
+	// are stopped. Resume lets them run on. An error wrapping
+	// errors.ErrUnsupported says this sandbox cannot be paused here,
+	// and why.
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
 	// Close ends every process of the sandbox and removes what it made
 	// on the host. It is idempotent.
 	Close() error

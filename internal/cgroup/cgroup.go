@@ -140,6 +140,9 @@ type backend interface {
 	userProcsFiles() ([]*os.File, error)
 	stats() (Stats, error)
 	kill() error
+	// freezer names the files that freeze the groups and tell whether
+	// they are frozen.
+	freezer() (freezeFile, frozenFile, error)
 	// remove deletes the groups, children first; it succeeds if they are gone.
 	remove() error
 	// dirs returns the directories of the agent's and of the user group,

@@ -19,8 +19,9 @@ import (
 // needed are the controllers a sandbox's user group is limited with.
 var needed = []string{"memory", "pids", "cpu"}
 
-// v1Optional are v1 controllers used when present: cpuacct reports CPU usage.
-var v1Optional = []string{"cpuacct"}
+// v1Optional are v1 controllers used when present: cpuacct reports CPU
+// usage, freezer pauses a sandbox.
+var v1Optional = []string{"cpuacct", "freezer"}
 
 // airlockDir is the directory under <base> that holds all sandbox groups.
 const airlockDir = "airlock"

@@ -470,3 +470,69 @@ func TestReclaim(t *testing.T) {
 		t.Error("Reclaim accepted an invalid id")
 	}
 }
+
+// Freeze stops the user's busy loop and the agent where they are: the
+// group's CPU time stands still while frozen and goes on after Thaw. A
+// frozen group is killed and deleted as any other.
+func TestFreezeThawAndKillFrozen(t *testing.T) {
+	g := newTestGroup(t, Limits{Pids: 32})
+	agent := startAgent(t, g)
+	user, out := userShell(t, g, "while :; do :; done & echo looping; wait")
+	if line, err := out.ReadString('\n'); line != "looping\n" {
+		t.Fatalf("the loop did not start: %q %v", line, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cpu := func() uint64 {
+		s, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CPUUsageNanos
+	}
+	if err := g.Freeze(ctx); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatalf("Freeze: %v", err)
+	}
+	for _, pid := range []int{agent.Process.Pid, user.Process.Pid} {
+		if st := procState(t, pid); st != "S" && st != "D" && st != "T" {
+			t.Errorf("pid %d is %q while frozen, want sleeping", pid, st)
+		}
+	}
+	before := cpu()
+	time.Sleep(500 * time.Millisecond)
+	frozen := cpu() - before
+	if err := g.Thaw(); err != nil {
+		t.Fatalf("Thaw: %v", err)
+	}
+	before = cpu()
+	time.Sleep(500 * time.Millisecond)
+	running := cpu() - before
+	if frozen*10 > running {
+		t.Errorf("CPU time in 500 ms: %v frozen, %v running; want frozen under a tenth", time.Duration(frozen), time.Duration(running))
+	}
+	// Frozen again, then killed: nothing is left, at once.
+	if err := g.Freeze(ctx); err != nil {
+		t.Fatalf("second Freeze: %v", err)
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatalf("Kill of a frozen group: %v", err)
+	}
+	for _, cmd := range []*exec.Cmd{agent, user} {
+		if err := waitCtx(t, cmd, 5*time.Second); err == nil {
+			t.Errorf("%v survived the kill of its frozen group", cmd.Args[0])
+		}
+	}
+}
+
+// procState is the state letter of pid in /proc/<pid>/stat.
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // v1Group is a sandbox's groups in the v1 hierarchies: the agent lives in
@@ -164,7 +165,7 @@ func (g *v1Group) stats() (Stats, error) {
 // cgroup.kill, so it lists and kills until nothing is left.
 func (g *v1Group) kill() error {
 	agent, _ := g.dirs()
-	return killAll(g.rel, func() ([]int, error) {
+	list := func() ([]int, error) {
 		var all []int
 		for _, d := range agent {
 			pids, err := procsUnder(d)
@@ -178,7 +179,22 @@ func (g *v1Group) kill() error {
 			}
 		}
 		return all, nil
-	})
+	}
+	// A frozen v1 process dies of SIGKILL only once thawed: the kill is
+	// sent first, so that none runs a user instruction after the thaw.
+	if state, _, err := g.freezer(); err == nil && exists(state.path) {
+		if pids, err := list(); err == nil {
+			for _, pid := range pids {
+				if pid != os.Getpid() {
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			}
+		}
+		if err := os.WriteFile(state.path, state.thaw, 0); err != nil {
+			return fmt.Errorf("thaw cgroup %s to kill it: %w", g.rel, err)
+		}
+	}
+	return killAll(g.rel, list)
 }
 
 func (g *v1Group) remove() error {
@@ -210,6 +226,8 @@ func (m v1Mount) subsystem() cgroup1.Subsystem {
 		return cgroup1.NewCpu(root)
 	case "cpuacct":
 		return cgroup1.NewCpuacct(root)
+	case "freezer":
+		return cgroup1.NewFreezer(root)
 	}
 	panic("cgroup: no v1 subsystem for " + m.controller)
 }

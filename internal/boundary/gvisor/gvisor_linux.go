@@ -10,6 +10,7 @@
 package gvisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,9 +90,14 @@ type Sandbox struct {
 	// madeMountsDir: the directory of the host's mounts exists.
 	madeMountsDir bool
 	stderr        *boundary.Tail
-	done          chan struct{}
-	waitErr       error
-	once          sync.Once
+	// runsc is how to run runsc on this sandbox: its path, global
+	// flags and environment (pause, resume).
+	runsc     []string
+	runscEnv  []string
+	sandboxID string
+	done      chan struct{}
+	waitErr   error
+	once      sync.Once
 }
 
 // Start writes the sandbox's bundle and starts runsc on it, in the
@@ -248,6 +254,7 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		args = append(args, "--debug", "--strace", "--log-packets", "--debug-log", filepath.Join(d, spec.ID)+"/")
 		s.notes = append(s.notes, "gvisor: runsc's debug logs are in "+filepath.Join(d, spec.ID))
 	}
+	s.runsc, s.sandboxID = append([]string{runsc}, args...), spec.ID
 	args = append(args, "run", "--bundle", bdir)
 	args = append(args, passFDs...)
 	args = append(args, spec.ID)
@@ -267,7 +274,8 @@ func (Backend) Start(ctx context.Context, spec boundary.Spec, boot *agentproto.B
 		extra = append(extra, a.mount)
 	}
 	cmd := exec.Command(spec.AgentPath, append(append(helper, runsc), args...)...)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + dir}
+	s.runscEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + dir}
+	cmd.Env = s.runscEnv
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
 	if os.Getenv("AIRLOCK_AGENT_DEBUG") != "" {
@@ -361,6 +369,23 @@ func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.Usage{}, err
 // PidsCurrent: the host's task count is the Sentry's, not the sandbox's
 // processes', which only the Sentry knows.
 func (s *Sandbox) PidsCurrent() (int64, error) { return 0, errors.ErrUnsupported }
+
+// Pause has the Sentry stop every task of the sandbox (runsc pause): the
+// agent and every command stand still until Resume.
+func (s *Sandbox) Pause(ctx context.Context) error { return s.control(ctx, "pause") }
+
+// Resume has the Sentry run the sandbox's tasks again (runsc resume).
+func (s *Sandbox) Resume(ctx context.Context) error { return s.control(ctx, "resume") }
+
+// control runs `runsc <verb> <id>` on the sandbox.
+func (s *Sandbox) control(ctx context.Context, verb string) error {
+	cmd := exec.CommandContext(ctx, s.runsc[0], append(s.runsc[1:], verb, s.sandboxID)...)
+	cmd.Env = s.runscEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("runsc %s: %w: %s", verb, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
 
 // Close kills runsc, whose sandbox and gofer die with it, and removes
 // the cgroup and the private directory.

@@ -53,6 +53,7 @@ type Sandbox struct {
 	tapFile *os.File // the TAP device made from here, until Link hands it over
 	cmd     *exec.Cmd
 	group   *cgroup.Group
+	noGroup error // why the sandbox has no cgroup, when it has none
 	disk    *diskfs.Disk
 	ids     *idalloc.Lease // the block of host ids the sandbox's ids map to, as root
 	vfs     *hostVFS       // its programmable mounts, when it has any
@@ -110,7 +111,10 @@ func start(ctx context.Context, o Options, boot *agentproto.Boot, fast bool) (_ 
 			return nil, fmt.Errorf("open sandbox cgroup: %w", err)
 		}
 		defer closeFiles(cgFiles)
-	} else if o.Limits != (cgroup.Limits{}) {
+	} else {
+		s.noGroup = cgErr
+	}
+	if cgErr != nil && o.Limits != (cgroup.Limits{}) {
 		s.notes = append(s.notes, fmt.Sprintf("memory, pids and CPU limits are not enforced by a cgroup: %v", cgErr))
 		if o.Limits.Pids > 0 {
 			// A per-user process count is the only fork-bomb brake
@@ -374,6 +378,26 @@ func (s *Sandbox) Counters() (boundary.Counters, error) { return boundary.GroupC
 // Usage reads the user cgroup's figures.
 func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.GroupUsage(s.group) }
 
+// Pause freezes the sandbox's cgroup: its agent and every command.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	if s.group == nil {
+		return s.cannotPause()
+	}
+	return s.group.Freeze(ctx)
+}
+
+// Resume thaws the sandbox's cgroup.
+func (s *Sandbox) Resume(context.Context) error {
+	if s.group == nil {
+		return s.cannotPause()
+	}
+	return s.group.Thaw()
+}
+
+func (s *Sandbox) cannotPause() error {
+	return fmt.Errorf("%w: at the process level a sandbox is paused by freezing its cgroup, and this one has none: %v", errors.ErrUnsupported, s.noGroup)
+}
+
 // PidsCurrent is how many tasks count against the pids limit: the user
 // cgroup's, the spawner's threads included.
 func (s *Sandbox) PidsCurrent() (int64, error) {
@@ -401,6 +425,11 @@ func (s *Sandbox) Close() error {
 		}
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()
+			if s.group != nil {
+				// A paused sandbox's agent dies once thawed (v1's
+				// freezer holds even SIGKILL), its commands with it.
+				_ = s.group.Thaw()
+			}
 			if s.vfs != nil {
 				// A process killed while its request is with a
 				// provider waits for the answer: the sandbox's end

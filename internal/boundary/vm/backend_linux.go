@@ -492,6 +492,23 @@ func (s *Sandbox) Usage() (boundary.Usage, error) { return boundary.Usage{}, err
 // PidsCurrent is counted inside the guest, by its agent.
 func (s *Sandbox) PidsCurrent() (int64, error) { return 0, errors.ErrUnsupported }
 
+// Pause stops the VM's CPUs (QMP "stop"): the guest's kernel and every
+// process in it stand still, its memory as it was.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	if _, err := s.m.QMP.Execute(ctx, "stop", nil); err != nil {
+		return fmt.Errorf("stop the VM's CPUs: %w", err)
+	}
+	return nil
+}
+
+// Resume starts the VM's CPUs again (QMP "cont").
+func (s *Sandbox) Resume(ctx context.Context) error {
+	if _, err := s.m.QMP.Execute(ctx, "cont", nil); err != nil {
+		return fmt.Errorf("start the VM's CPUs again: %w", err)
+	}
+	return nil
+}
+
 // Close stops QEMU and removes what the VM had on the host: its private
 // directory, its cgroup, its uid.
 func (s *Sandbox) Close() error {
