@@ -66,6 +66,14 @@ const (
 	// MethodStats answers with what a running sandbox uses now (Usage).
 	MethodStats = "stats" // SandboxParams
 
+	// MethodPause stops every process of a running sandbox where it is,
+	// its agent included, until MethodResume; both take SandboxParams
+	// and answer {}. While paused, requests that need the sandbox's
+	// processes (exec, the file methods) fail with CodePaused; policy,
+	// ports, stats and close are served.
+	MethodPause  = "pause"
+	MethodResume = "resume"
+
 	// MethodPortForward publishes a TCP port of a running sandbox on the
 	// host (PortForwardParams), as docker's -p does, and answers with
 	// the address bound (PortForward). Connections to it enter the
@@ -174,6 +182,7 @@ const (
 	CodeCancelled       = -32007 // the request was cancelled, or the session ended
 	CodeUnsupported     = -32008 // a feature this build, platform or sandbox does not offer (policy.* without a network)
 	CodePermissionError = -32009 // the caller may not do this (for example create on a control socket)
+	CodePaused          = -32010 // the sandbox is paused (pause): resume it first; also pause of a paused one, resume of one that is not
 )
 
 // FileErrorData is the Data of CodeFileError.
@@ -622,8 +631,9 @@ type SandboxInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 	PID       int       `json:"pid"`
 	Notes     []string  `json:"notes,omitempty"`
-	// State is "running" or "stopped" (the sandbox ended by itself, for
-	// example at its timeout; close it to forget it).
+	// State is "running", "paused" (see MethodPause) or "stopped" (the
+	// sandbox ended by itself, for example at its timeout; close it to
+	// forget it).
 	State string `json:"state"`
 	// Ports are the sandbox's published ports.
 	Ports []PortForward `json:"ports,omitempty"`

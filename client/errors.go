@@ -52,6 +52,9 @@ var (
 	// ErrPermissionDenied matches api.CodePermissionError: the caller may
 	// not do this (for example create on a control socket).
 	ErrPermissionDenied = errors.New("not permitted on this connection")
+	// ErrPaused matches api.CodePaused: the sandbox is paused (resume
+	// it first), or a pause or resume found it already so.
+	ErrPaused = errors.New("sandbox is paused")
 	// ErrInvalidParams matches api.CodeInvalidParams.
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrMethodNotFound matches api.CodeMethodNotFound: the server does not
@@ -135,6 +138,8 @@ func codeSentinel(code int) error {
 		return ErrUnsupported
 	case api.CodePermissionError:
 		return ErrPermissionDenied
+	case api.CodePaused:
+		return ErrPaused
 	case api.CodeInvalidParams:
 		return ErrInvalidParams
 	case api.CodeMethodNotFound:

@@ -438,3 +438,54 @@ func TestRealServerOutput(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A paused sandbox refuses execs and file reads with ErrPaused, says
+// "paused" in info, and runs the same processes on once resumed.
+func TestRealServerPause(t *testing.T) {
+	c := startReal(t, Options{})
+	ctx := testCtx(t)
+	sb, err := c.Create(ctx, api.CreateParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.StartDetached(ctx, api.ExecParams{Command: "echo $$ > /tmp/pid; exec sleep 600"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(ctx, "while [ ! -s /tmp/pid ]; do sleep 0.01; done"); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		info, err := c.Info(ctx)
+		if err != nil || len(info.Sandboxes) != 1 {
+			t.Fatalf("info: %+v %v", info, err)
+		}
+		return info.Sandboxes[0].State
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if s := state(); s != "paused" {
+		t.Errorf("state while paused: %q", s)
+	}
+	if _, err := sb.Exec(ctx, "true"); !errors.Is(err, ErrPaused) || !strings.Contains(err.Error(), "resume it first") {
+		t.Errorf("exec while paused: %v", err)
+	}
+	if _, err := sb.ReadFile(ctx, "/tmp/pid"); !errors.Is(err, ErrPaused) {
+		t.Errorf("read_file while paused: %v", err)
+	}
+	if err := sb.Pause(ctx); !errors.Is(err, ErrPaused) {
+		t.Errorf("Pause of a paused sandbox: %v", err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if s := state(); s != "running" {
+		t.Errorf("state after resume: %q", s)
+	}
+	if res, err := sb.Exec(ctx, `kill -0 "$(cat /tmp/pid)" && echo still there`); err != nil || string(res.Stdout) != "still there\n" {
+		t.Errorf("after resume: %+v %v", res, err)
+	}
+	if err := sb.Resume(ctx); !errors.Is(err, ErrPaused) || !strings.Contains(err.Error(), "not paused") {
+		t.Errorf("Resume of a running sandbox: %v", err)
+	}
+}

@@ -454,6 +454,19 @@ func unixMode(m fs.FileMode) uint32 {
 	return u
 }
 
+// Pause stops every process of the sandbox where it is, its agent
+// included, until Resume. Meanwhile execs and file operations fail
+// with an error matching ErrPaused; policy, ports, Usage and Close are
+// served.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	return s.c.call(ctx, api.MethodPause, api.SandboxParams{SandboxID: s.id}, nil)
+}
+
+// Resume lets a paused sandbox's processes run on.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	return s.c.call(ctx, api.MethodResume, api.SandboxParams{SandboxID: s.id}, nil)
+}
+
 // Usage returns what the running sandbox uses now: CPU time so far,
 // memory, processes, limit events and network bytes. Without cgroups the
 // error matches ErrUnsupported.

@@ -95,6 +95,7 @@ func methodNames() []string {
 		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodSymlink, api.MethodSetAttr, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
 		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove, api.MethodStats,
+		api.MethodPause, api.MethodResume,
 		api.MethodPortForward, api.MethodPortForwardClose,
 		api.MethodPoolCreate, api.MethodPoolClose, api.MethodPoolList,
 	}
@@ -157,6 +158,12 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).policyRemove, control: true}, true
 	case api.MethodStats:
 		return methodSpec{fn: (*session).stats, control: true}, true
+	// Pausing is quick, and a resume may be what the running requests
+	// wait for.
+	case api.MethodPause:
+		return methodSpec{fn: (*session).pause, control: true}, true
+	case api.MethodResume:
+		return methodSpec{fn: (*session).resume, control: true}, true
 	// So are port changes: a listener opened or closed.
 	case api.MethodPortForward:
 		return methodSpec{fn: (*session).portForward, control: true}, true

@@ -45,6 +45,9 @@ func commonError(ctx context.Context, e *sandboxEntry, err error) *api.Error {
 		}
 		return rpcError(api.CodeCancelled, "request cancelled: %v: send it again in a live session", cause)
 	}
+	if errors.Is(err, airlock.ErrPaused) || errors.Is(err, airlock.ErrNotPaused) {
+		return rpcError(api.CodePaused, "%v", err)
+	}
 	if e != nil && (errors.Is(err, airlock.ErrClosed) || stopped(e.sb)) {
 		return notRunning(e.sb)
 	}

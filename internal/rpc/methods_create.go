@@ -300,8 +300,11 @@ func (ss *session) info(ctx context.Context, j *job) (any, error) {
 	}
 	for _, e := range entries {
 		state := "running"
-		if stopped(e.sb) {
+		switch {
+		case stopped(e.sb):
 			state = "stopped"
+		case e.sb.Paused():
+			state = "paused"
 		}
 		res.Sandboxes = append(res.Sandboxes, api.SandboxInfo{
 			SandboxID: e.sb.ID(),
