@@ -109,7 +109,7 @@ func (s *Sandbox) notifyPaused(paused bool) {
 // errIfPaused is ErrPaused, said for this sandbox, while it is paused.
 func (s *Sandbox) errIfPaused() error {
 	if s.paused.Load() {
-		return fmt.Errorf("sandbox %s: %w: resume it first", s.id, ErrPaused)
+		return fmt.Errorf("sandbox %s: %w: resume it first (airlock unpause, or the RPC method resume)", s.id, ErrPaused)
 	}
 	return nil
 }

@@ -647,7 +647,7 @@ func TestListAsDocker(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.must(nil, "ps", "--format", "json")), &rec); err != nil || rec.ID != web {
 		t.Errorf("--format json: %+v, %v", rec, err)
 	}
-	for _, bad := range [][]string{{"--filter", "colour=red"}, {"--filter", "status=paused"}, {"--filter", "exited=x"}, {"--format", "{{.id"}} {
+	for _, bad := range [][]string{{"--filter", "colour=red"}, {"--filter", "status=frozen"}, {"--filter", "exited=x"}, {"--format", "{{.id"}} {
 		if r := h.run(nil, append([]string{"ps"}, bad...)...); r.code == 0 || !strings.Contains(r.stderr, bad[0]) {
 			t.Errorf("ps %q: exit %d, stderr %q", bad, r.code, r.stderr)
 		}
@@ -875,5 +875,62 @@ func TestManyRefsOneMissing(t *testing.T) {
 		case c.after != "" && (!ok || rec.Status != c.after):
 			t.Errorf("%s: %s is %+v, want %s", c.args[0], id, rec, c.after)
 		}
+	}
+}
+
+// pause and unpause, as docker's: a paused sandbox's main command stops
+// where it is (its log does not grow), exec says the sandbox is paused,
+// ps shows it paused, unpause lets it go on, and stop of a paused
+// sandbox still gives its main command SIGTERM.
+func TestPauseUnpause(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "ticker", "--", "sh", "-c",
+		`trap "echo got TERM; exit 3" TERM; i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.05; done`))
+	h.waitLogs("ticker", "tick 2\n")
+	if out := h.must(nil, "pause", "ticker"); out != id+"\n" {
+		t.Errorf("pause: %q", out)
+	}
+	if out := h.must(nil, "ps", "--filter", "status=paused", "--format", "{{.id}} {{.paused}}"); out != id+" true\n" {
+		t.Errorf("ps --filter status=paused: %q", out)
+	}
+	if out := h.must(nil, "ps", "-q", "--filter", "status=running"); strings.Contains(out, id) {
+		t.Errorf("ps --filter status=running lists the paused sandbox: %q", out)
+	}
+	if table := h.must(nil, "ps"); !strings.Contains(table, "running (paused)") {
+		t.Errorf("ps:\n%s", table)
+	}
+	before := h.must(nil, "logs", "ticker")
+	time.Sleep(500 * time.Millisecond)
+	if after := h.must(nil, "logs", "ticker"); after != before {
+		t.Errorf("the log of a paused sandbox grew: %q, then %q", before, after)
+	}
+	if r := h.run(nil, "exec", "ticker", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("exec in a paused sandbox: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := h.run(nil, "pause", "ticker"); r.code != 1 || !strings.Contains(r.stderr, "paused already") {
+		t.Errorf("pause of a paused sandbox: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if out := h.must(nil, "unpause", "--json", "ticker"); !strings.Contains(out, `"unpaused":[{"id":"`+id+`"}]`) {
+		t.Errorf("unpause --json: %q", out)
+	}
+	if r := h.run(nil, "unpause", "ticker"); r.code != 1 || !strings.Contains(r.stderr, "not paused") {
+		t.Errorf("unpause of a running sandbox: exit %d, stderr %q", r.code, r.stderr)
+	}
+	n := strings.Count(h.must(nil, "logs", "ticker"), "tick")
+	h.waitLogs("ticker", fmt.Sprintf("tick %d\n", n+2))
+	if out := h.must(nil, "exec", "ticker", "--", "echo", "hi"); out != "hi\n" {
+		t.Errorf("exec after unpause: %q", out)
+	}
+	h.must(nil, "pause", "ticker")
+	h.must(nil, "stop", "ticker")
+	if out := h.must(nil, "wait", "ticker"); out != "3\n" {
+		t.Errorf("wait after stop of a paused sandbox whose command exits 3 on SIGTERM: %q", out)
+	}
+	if r := h.list()[id]; r.Status != "stopped" {
+		t.Errorf("after stop: %+v", r)
+	}
+	if r := h.run(nil, "pause", "ticker"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		t.Errorf("pause of a stopped sandbox: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

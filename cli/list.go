@@ -34,7 +34,7 @@ every sandbox that has a record, stopped and crashed ones included.
 --filter KEY=VALUE keeps the sandboxes that match; repeat it for several
 values. Values of one key are alternatives, different keys must all match.
 Keys: id (a prefix, with or without "sb-"), name (a part of it), status
-(running, stopped or crashed; "exited" is stopped), exited (an exit code),
+(running, paused, stopped or crashed; "exited" is stopped), exited (an exit code),
 isolation, image (alias: ancestor) and kind (detached or rpc). A status
 filter also finds sandboxes that are not running, without -a.
 
@@ -123,6 +123,10 @@ as one line of JSON.`,
 // listFilters holds list's --filter values by key.
 type listFilters map[string][]string
 
+// statusPaused is the status a filter gives to a running sandbox that is
+// paused.
+const statusPaused = "paused"
+
 var listFilterKeys = []string{"id", "name", "status", "exited", "isolation", "image", "kind"}
 
 func parseListFilters(args []string) (listFilters, error) {
@@ -141,8 +145,8 @@ func parseListFilters(args []string) (listFilters, error) {
 			if v == "exited" {
 				v = state.StatusStopped
 			}
-			if v != state.StatusRunning && v != state.StatusStopped && v != state.StatusCrashed {
-				return nil, fmt.Errorf("--filter %q: a status is running, stopped (or exited) or crashed", f)
+			if v != state.StatusRunning && v != statusPaused && v != state.StatusStopped && v != state.StatusCrashed {
+				return nil, fmt.Errorf("--filter %q: a status is running, paused, stopped (or exited) or crashed", f)
 			}
 		case "exited":
 			if _, err := strconv.Atoi(v); err != nil {
@@ -171,6 +175,10 @@ func filterMatch(key, v string, r state.Record) bool {
 	case "name":
 		return r.Name != "" && strings.Contains(r.Name, v)
 	case "status":
+		// As docker's: a paused sandbox is paused, not running.
+		if r.Status == state.StatusRunning && (v == statusPaused || v == state.StatusRunning) {
+			return (v == statusPaused) == r.Paused
+		}
 		return r.Status == v
 	case "exited":
 		return r.ExitCode != nil && strconv.Itoa(*r.ExitCode) == v

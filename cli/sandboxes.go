@@ -47,6 +47,8 @@ func statusText(r state.Record) string {
 		return fmt.Sprintf("stopped (%d)", *r.ExitCode)
 	case r.Status == state.StatusCrashed && r.Reason != "":
 		return "crashed: " + r.Reason
+	case r.Status == state.StatusRunning && r.Paused:
+		return "running (paused)"
 	}
 	return r.Status
 }
@@ -552,6 +554,13 @@ func (a *app) stopSandbox(ctx context.Context, store *state.Store, id string, gr
 	}
 	if r.Status != state.StatusRunning {
 		return nil // stopped already: as docker, not an error
+	}
+	if r.Paused {
+		// Paused, its main command would get SIGTERM only once the
+		// grace is over: it is resumed first, as it would be to stop.
+		if err := pauseSandbox(ctx, store, id, false); err != nil {
+			return a.killSandbox(ctx, store, id)
+		}
 	}
 	if len(r.Command) > 0 && grace > 0 && a.signalMain(ctx, store, id, "TERM") == nil {
 		deadline := time.Now().Add(grace)

@@ -59,8 +59,9 @@ type Supervision struct {
 	// cancel ends the control sessions; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// stopPorts stops recording the sandbox's published ports.
-	stopPorts func()
+	// stopWatching stops recording the sandbox's published ports and
+	// pauses.
+	stopWatching func()
 
 	endOnce sync.Once
 }
@@ -104,14 +105,23 @@ func Begin(ctx context.Context, sb *airlock.Sandbox, o Options) (*Supervision, e
 			o.Logger.Warn("could not record the sandbox's published ports", "sandbox", sb.ID(), "err", err)
 		}
 	})
+	stopPaused := sb.WatchPaused(func(paused bool) {
+		if err := o.Store.Update(sb.ID(), func(r *state.Record) { r.Paused = paused }); err != nil {
+			o.Logger.Warn("could not record that the sandbox was paused or resumed", "sandbox", sb.ID(), "err", err)
+		}
+	})
+	stopWatching := func() {
+		stopPorts()
+		stopPaused()
+	}
 	ln, err := listen(o.Store.Dir(sb.ID()), "ctl.sock")
 	if err != nil {
-		stopPorts()
+		stopWatching()
 		_ = o.Store.Update(sb.ID(), func(r *state.Record) { markEnded(r, state.StatusStopped, "control socket failed", nil) })
 		return nil, fmt.Errorf("open the control socket of sandbox %s: %w", sb.ID(), err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Supervision{id: sb.ID(), store: o.Store, rec: rec, ln: ln, log: o.Logger, cancel: cancel, stopPorts: stopPorts}
+	s := &Supervision{id: sb.ID(), store: o.Store, rec: rec, ln: ln, log: o.Logger, cancel: cancel, stopWatching: stopWatching}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -179,7 +189,7 @@ func (s *Supervision) EndFor(err error, reason string) {
 
 func (s *Supervision) end(status, reason string, exitCode *int) {
 	s.endOnce.Do(func() {
-		s.stopPorts()
+		s.stopWatching()
 		s.ln.Close()
 		s.cancel()
 		s.wg.Wait()
@@ -218,8 +228,9 @@ func markEnded(r *state.Record, status, reason string, exitCode *int) {
 	r.Status = status
 	r.StoppedAt = time.Now()
 	r.Reason = reason
-	// A stopped sandbox publishes nothing.
+	// A stopped sandbox publishes nothing, and is not paused.
 	r.Ports = nil
+	r.Paused = false
 	if exitCode != nil {
 		r.ExitCode = exitCode
 	}

@@ -87,6 +87,8 @@ type Record struct {
 	// Config is the sandbox configuration, already passed through Redact
 	// by the caller.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Paused says that the running sandbox is paused (airlock pause).
+	Paused bool `json:"paused,omitempty"`
 	// Ports are the sandbox's published ports while it runs: the host
 	// addresses bound and the sandbox ports they lead to.
 	Ports []Port `json:"ports,omitempty"`
