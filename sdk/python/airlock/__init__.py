@@ -16,7 +16,7 @@ from ._errors import (AirlockError, BinaryNotFound, Cancelled, ClientClosed, Com
                       FileTooLarge, InternalError, InvalidParams, InvalidPath, InvalidRequest,
                       IsADirectory, LimitExceeded, MethodNotFound, NoSpace, NotADirectory,
                       NotFound, OutputOverflow, ParseError, PermissionDenied, PolicyDenied,
-                      SandboxNotFound, SandboxNotRunning, StartFailed, Unsupported,
+                      SandboxNotFound, SandboxNotRunning, SandboxPaused, StartFailed, Unsupported,
                       error_from_wire)
 from ._protocol import Chunk, Event, ExecResult, FileInfo, Info, PolicyResult, PortForward, Usage, find_binary
 from ._sync import Client, EventStream, Policy, Process, Sandbox
@@ -30,6 +30,6 @@ __all__ = [
     "InternalError", "InvalidParams", "InvalidPath", "InvalidRequest", "IsADirectory",
     "LimitExceeded", "MethodNotFound", "NoSpace", "NotADirectory", "NotFound", "OutputOverflow",
     "ParseError", "PermissionDenied", "Policy", "PolicyDenied", "PolicyResult", "PortForward", "Process", "Usage",
-    "Sandbox", "SandboxNotFound", "SandboxNotRunning", "StartFailed", "Unsupported",
+    "Sandbox", "SandboxNotFound", "SandboxNotRunning", "SandboxPaused", "StartFailed", "Unsupported",
     "error_from_wire", "find_binary",
 ]

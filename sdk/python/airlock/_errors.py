@@ -28,6 +28,7 @@ FILE_ERROR = -32006
 CANCELLED = -32007
 UNSUPPORTED = -32008
 PERMISSION_ERROR = -32009
+PAUSED = -32010
 
 
 class AirlockError(Exception):
@@ -168,6 +169,12 @@ class PermissionDenied(AirlockError, PermissionError):
     code = PERMISSION_ERROR
 
 
+class SandboxPaused(AirlockError):
+    """The sandbox is paused (resume it first), or a pause or resume found it already so."""
+
+    code = PAUSED
+
+
 class FileError(AirlockError, OSError):
     """A file operation failed; ``kind`` says how and ``path`` where."""
 
@@ -228,7 +235,7 @@ _BY_CODE: Dict[int, Type[AirlockError]] = {
     for c in (
         ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError,
         StartFailed, SandboxNotFound, SandboxNotRunning, LimitExceeded, PolicyDenied,
-        CommandFailed, FileError, Cancelled, Unsupported, PermissionDenied,
+        CommandFailed, FileError, Cancelled, Unsupported, PermissionDenied, SandboxPaused,
     )
 }
 

@@ -905,6 +905,18 @@ class Sandbox:
         res = self._client._call("list_files", self._p(path=path))
         return [FileInfo.from_wire(f) for f in res.get("files") or []]
 
+    def pause(self) -> None:
+        """Stop every process of the sandbox where it is, until :meth:`resume`.
+
+        Meanwhile exec and the file methods raise :class:`SandboxPaused`;
+        policy, ports, usage and close are served.
+        """
+        self._client._call("pause", P.with_id({}, self.id))
+
+    def resume(self) -> None:
+        """Let the processes of a paused sandbox run on."""
+        self._client._call("resume", P.with_id({}, self.id))
+
     def usage(self) -> Usage:
         """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""
         return Usage.from_wire(self._client._call("stats", P.with_id({}, self.id)))

@@ -787,6 +787,18 @@ class Sandbox:
         res = await self._client._call("list_files", self._p(path=path))
         return [FileInfo.from_wire(f) for f in res.get("files") or []]
 
+    async def pause(self) -> None:
+        """Stop every process of the sandbox where it is, until :meth:`resume`.
+
+        Meanwhile exec and the file methods raise :class:`SandboxPaused`;
+        policy, ports, usage and close are served.
+        """
+        await self._client._call("pause", P.with_id({}, self.id))
+
+    async def resume(self) -> None:
+        """Let the processes of a paused sandbox run on."""
+        await self._client._call("resume", P.with_id({}, self.id))
+
     async def usage(self) -> Usage:
         """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""
         return Usage.from_wire(await self._client._call("stats", P.with_id({}, self.id)))

@@ -78,6 +78,10 @@ def test_async_everything(tmp_path: Path) -> None:
             await sb.exec("head -c 4194304 /dev/zero > /tmp/fill")  # charged to the commands' memory
             u = await sb.usage()
             assert u.memory_bytes >= 4 << 20 and u.pids >= 1 and u.memory_limit_bytes > 0, u
+            await sb.pause()
+            with pytest.raises(airlock.SandboxPaused):
+                await sb.exec("true")
+            await sb.resume()
             with pytest.raises(airlock.CommandFailed):
                 await sb.exec(["/nope"])
             assert (await sb.client.info()).protocol == 1

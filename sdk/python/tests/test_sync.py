@@ -211,6 +211,22 @@ def test_usage(sb: airlock.Sandbox) -> None:
     assert u.net_rx_bytes == 0 and u.oom_kills == 0
 
 
+def test_pause_resume(sb: airlock.Sandbox) -> None:
+    pid = sb.start_detached("exec sleep 1000")
+    sb.pause()
+    assert sb.client.info().sandboxes[0]["state"] == "paused"
+    with pytest.raises(airlock.SandboxPaused, match="resume it first"):
+        sb.exec("true")
+    with pytest.raises(airlock.SandboxPaused):
+        sb.read_file("/etc/hostname")
+    with pytest.raises(airlock.SandboxPaused, match="already"):
+        sb.pause()
+    sb.resume()
+    assert sb.exec(f"kill -0 {pid} && echo alive").stdout == b"alive\n"
+    with pytest.raises(airlock.SandboxPaused, match="not paused"):
+        sb.resume()
+
+
 def test_policy_without_network(sb: airlock.Sandbox) -> None:
     with pytest.raises(airlock.Unsupported):
         sb.policy.get()

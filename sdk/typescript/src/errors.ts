@@ -18,6 +18,7 @@ export const Codes = {
   Cancelled: -32007,
   Unsupported: -32008,
   PermissionError: -32009,
+  Paused: -32010,
 } as const;
 
 /** Kinds of a file error (FileError.kind). */
@@ -101,6 +102,8 @@ export class CancelledError extends AirlockError {}
 export class UnsupportedError extends AirlockError {}
 /** -32009: the caller may not do this here (create on a control socket). */
 export class PermissionDeniedError extends AirlockError {}
+/** -32010: the sandbox is paused (resume it first), or a pause or resume found it already so. */
+export class SandboxPausedError extends AirlockError {}
 
 /** The client was closed, or its `airlock rpc` process went away. */
 export class ClosedError extends Error {
@@ -134,6 +137,7 @@ const byCode = new Map<number, new (code: number, message: string, data?: unknow
   [Codes.Cancelled, CancelledError],
   [Codes.Unsupported, UnsupportedError],
   [Codes.PermissionError, PermissionDeniedError],
+  [Codes.Paused, SandboxPausedError],
 ]);
 
 /** The error of a JSON-RPC error object, as the class of its code. */

@@ -585,6 +585,20 @@ export class Sandbox {
     return (m.result.files ?? []).map(fileInfo);
   }
 
+  /**
+   * Stop every process of the sandbox where it is, until resume(). Meanwhile
+   * exec and the file methods reject with SandboxPausedError; policy, ports,
+   * usage and close are served.
+   */
+  async pause(): Promise<void> {
+    await this.call('pause', {});
+  }
+
+  /** Let the processes of a paused sandbox run on. */
+  async resume(): Promise<void> {
+    await this.call('resume', {});
+  }
+
   /** What the sandbox uses now: CPU time so far, memory, processes, network bytes. */
   async usage(): Promise<Usage> {
     const r = (await this.call('stats', {})).result ?? {};

@@ -25,6 +25,7 @@ import {
   NotFoundError,
   PolicyDeniedError,
   Sandbox,
+  SandboxPausedError,
   UnsupportedError,
   findBinary,
 } from '../dist/index.js';
@@ -169,6 +170,17 @@ describe('one sandbox', { skip }, () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     await assert.rejects(sb.startDetached(['/no/such/program']), (e) => e.exitCode === 127);
+  });
+
+  test('pause and resume: a paused sandbox refuses exec, and goes on once resumed', async () => {
+    const pid = await sb.startDetached('exec sleep 1000');
+    await sb.pause();
+    await assert.rejects(sb.exec('true'), (e) => e instanceof SandboxPausedError && /resume it first/.test(e.message));
+    await assert.rejects(sb.readFile('/etc/hostname'), SandboxPausedError);
+    await assert.rejects(sb.pause(), /already/);
+    await sb.resume();
+    assert.equal((await sb.exec(['kill', '-0', String(pid)])).exitCode, 0);
+    await assert.rejects(sb.resume(), (e) => e instanceof SandboxPausedError && /not paused/.test(e.message));
   });
 
   test('start: a TTY is resized', async () => {
