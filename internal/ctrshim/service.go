@@ -610,6 +610,9 @@ func (s *Service) State(ctx context.Context, r *taskapi.StateRequest) (*taskapi.
 		return nil, err
 	}
 	st := p.status()
+	if st.state == task.Status_RUNNING && c.pod == nil && c.sb.Paused() {
+		st.state = task.Status_PAUSED
+	}
 	return &taskapi.StateResponse{
 		ID: p.eventID(), Bundle: c.bundle, Pid: p.pidForContainerd(), Status: st.state,
 		Stdin: p.io.Stdin, Stdout: p.io.Stdout, Stderr: p.io.Stderr, Terminal: p.io.Terminal,
@@ -624,6 +627,14 @@ func (s *Service) Kill(ctx context.Context, r *taskapi.KillRequest) (*emptypb.Em
 		return nil, err
 	}
 	sig := syscall.Signal(r.Signal)
+	if c.pod == nil && c.sb.Paused() {
+		// A signal is sent by the sandbox's agent, which a pause
+		// stops too: the task is resumed to take it.
+		if err := c.sb.Resume(ctx); err != nil && !errors.Is(err, airlock.ErrNotPaused) {
+			return nil, fmt.Errorf("resume task %s to signal it: %w", r.ID, err)
+		}
+		s.publish(ctx, runtime.TaskResumedEventTopic, &eventstypes.TaskResumed{ContainerID: c.id})
+	}
 	if r.All && r.ExecID == "" {
 		s.mu.Lock()
 		all := []*proc{c.init}
@@ -747,16 +758,51 @@ func (s *Service) Shutdown(ctx context.Context, r *taskapi.ShutdownRequest) (*em
 	return &emptypb.Empty{}, nil
 }
 
-// Pause, Resume, Checkpoint and Update are not offered by airlock
-// sandboxes.
+// Pause stops every process of a task that is a sandbox of its own
+// (ctr task pause), as airlock pause does. The containers of a pod share
+// its one sandbox, which is not paused for one of them.
 func (s *Service) Pause(ctx context.Context, r *taskapi.PauseRequest) (*emptypb.Empty, error) {
-	return nil, fmt.Errorf("pause task %s: airlock sandboxes cannot be paused: %w", r.ID, errdefs.ErrNotImplemented)
+	c, err := s.ownSandbox(r.ID, "pause")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.sb.Pause(ctx); err != nil {
+		return nil, fmt.Errorf("pause task %s: %w", r.ID, err)
+	}
+	s.publish(ctx, runtime.TaskPausedEventTopic, &eventstypes.TaskPaused{ContainerID: c.id})
+	return &emptypb.Empty{}, nil
 }
 
+// Resume lets a paused task's processes run on.
 func (s *Service) Resume(ctx context.Context, r *taskapi.ResumeRequest) (*emptypb.Empty, error) {
-	return nil, fmt.Errorf("resume task %s: airlock sandboxes cannot be paused: %w", r.ID, errdefs.ErrNotImplemented)
+	c, err := s.ownSandbox(r.ID, "resume")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.sb.Resume(ctx); err != nil {
+		return nil, fmt.Errorf("resume task %s: %w", r.ID, err)
+	}
+	s.publish(ctx, runtime.TaskResumedEventTopic, &eventstypes.TaskResumed{ContainerID: c.id})
+	return &emptypb.Empty{}, nil
 }
 
+// ownSandbox is task id, when it is a sandbox of its own: not a pod's
+// sandbox nor one of its containers.
+func (s *Service) ownSandbox(id, what string) (*container, error) {
+	c, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	_, isPod := s.pods[id]
+	s.mu.Unlock()
+	if c.pod != nil || isPod {
+		return nil, fmt.Errorf("%s task %s: the containers of a pod share one airlock sandbox, which is not paused or resumed for one of them: %w", what, id, errdefs.ErrNotImplemented)
+	}
+	return c, nil
+}
+
+// Checkpoint and Update are not offered by airlock sandboxes.
 func (s *Service) Checkpoint(ctx context.Context, r *taskapi.CheckpointTaskRequest) (*emptypb.Empty, error) {
 	return nil, fmt.Errorf("checkpoint task %s: airlock sandboxes cannot be checkpointed: %w", r.ID, errdefs.ErrNotImplemented)
 }

@@ -692,3 +692,44 @@ func (d *daemon) pod(t *testing.T, lv airlock.Isolation) {
 		d.checkNothingLeft(t, id)
 	}
 }
+
+// TestPause pauses and resumes a task (ctr task pause, resume): paused,
+// it is PAUSED and its processes stand still; resumed, they go on; a
+// kill of a paused task reaches it.
+func TestPause(t *testing.T) {
+	d := startContainerd(t)
+	d.ctr("run", "-d", "--runtime", ctrshim.RuntimeName, testImage, "t9", "sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done")
+	count := func() string {
+		out, err := d.ctrErr("task", "exec", "--exec-id", fmt.Sprintf("c%d", time.Now().UnixNano()), "t9", "cat", "/tmp/n")
+		if err != nil {
+			t.Fatalf("ctr task exec: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	if !testbin.WaitFor(30*time.Second, func() bool { return count() != "" }) {
+		t.Fatal("the task never counted")
+	}
+	d.ctr("task", "pause", "t9")
+	if ls := d.ctr("task", "ls"); !strings.Contains(ls, "PAUSED") {
+		t.Errorf("ctr task ls of a paused task:\n%s", ls)
+	}
+	if out, err := d.ctrErr("task", "exec", "--exec-id", "p1", "t9", "true"); err == nil || !strings.Contains(out, "paused") {
+		t.Errorf("ctr task exec in a paused task: %v\n%s", err, out)
+	}
+	d.ctr("task", "resume", "t9")
+	if ls := d.ctr("task", "ls"); !strings.Contains(ls, "RUNNING") {
+		t.Errorf("ctr task ls after resume:\n%s", ls)
+	}
+	first := count()
+	if !testbin.WaitFor(30*time.Second, func() bool { return count() != first }) {
+		t.Error("the task does not count on after resume")
+	}
+	d.ctr("task", "pause", "t9")
+	d.ctr("task", "kill", "-s", "SIGKILL", "t9")
+	if !testbin.WaitFor(30*time.Second, func() bool { return strings.Contains(d.ctr("task", "ls"), "STOPPED") }) {
+		t.Fatalf("a paused task did not stop on SIGKILL:\n%s", d.ctr("task", "ls"))
+	}
+	d.ctr("task", "delete", "t9")
+	d.ctr("container", "rm", "t9")
+	d.checkNothingLeft(t, "t9")
+}
