@@ -905,7 +905,7 @@ func TestPauseUnpause(t *testing.T) {
 	if after := h.must(nil, "logs", "ticker"); after != before {
 		t.Errorf("the log of a paused sandbox grew: %q, then %q", before, after)
 	}
-	if r := h.run(nil, "exec", "ticker", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
+	if r := h.run(nil, "exec", "ticker", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "paused: unpause it first (airlock unpause ID)") {
 		t.Errorf("exec in a paused sandbox: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := h.run(nil, "pause", "ticker"); r.code != 1 || !strings.Contains(r.stderr, "paused already") {

@@ -60,6 +60,7 @@ func newCLIWording() *cliWording {
 			api.MethodPolicyGet+" lists them", "airlock policy ID lists them",
 			"and "+api.MethodPolicyAllow+" then adds hosts", "and airlock policy ID allow then adds hosts",
 			"created without \"network\"", "started without a network",
+			"resume it first (airlock unpause, or the RPC method resume)", "unpause it first (airlock unpause ID)",
 			"create a sandbox with a network object (an empty one, {}, allows nothing,", "start one with a network flag (--allow-host; an empty --network-config allows nothing,",
 		),
 	}
