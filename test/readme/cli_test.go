@@ -120,7 +120,7 @@ func TestReadmeDetachedSession(t *testing.T) {
 		case strings.Contains(line, " -it "):
 			t.Logf("not run here (needs a terminal; cli's TTY tests drive one): %s", line)
 			continue
-		case strings.Contains(line, "logs -f") || strings.HasPrefix(line, "airlock attach"):
+		case strings.Contains(line, "logs -f") || strings.HasPrefix(line, "airlock attach") || strings.HasPrefix(line, "airlock events"):
 			// Following a running command: stopped as a user stops it.
 			fmt.Fprintf(&script, "timeout -s KILL 3 %s; rc=$?; [ $rc = 137 ] || { echo 'line %d (%s) ended with '$rc >&2; exit 1; }\n", line, i+1, shellQuoteless(line))
 		default:
