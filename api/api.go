@@ -74,6 +74,11 @@ const (
 	MethodPause  = "pause"
 	MethodResume = "resume"
 
+	// MethodProcesses lists the processes of a running sandbox's
+	// commands, as ps inside it would (SandboxParams): a
+	// ProcessesResult.
+	MethodProcesses = "processes"
+
 	// MethodPortForward publishes a TCP port of a running sandbox on the
 	// host (PortForwardParams), as docker's -p does, and answers with
 	// the address bound (PortForward). Connections to it enter the
@@ -738,6 +743,30 @@ type LifecycleEvent struct {
 	State      string `json:"state"`
 	DurationMs int64  `json:"duration_ms,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+}
+
+// ProcessInfo is a process of a sandbox's commands: the result of
+// "processes" (docker top). Pids are the sandbox's own.
+type ProcessInfo struct {
+	PID  int    `json:"pid"`
+	PPID int    `json:"ppid"`
+	UID  uint32 `json:"uid"`
+	// State is the kernel's letter: R running, S sleeping, D in an
+	// uninterruptible wait, Z zombie, T stopped, ...
+	State     string `json:"state"`
+	CPUNanos  int64  `json:"cpu_nanos"`
+	RSSBytes  int64  `json:"rss_bytes"`
+	ElapsedMs int64  `json:"elapsed_ms"`
+	// Command is its argv (cut to 512 bytes), or its name in brackets
+	// for a process without one (a zombie).
+	Command []string `json:"command"`
+}
+
+// ProcessesResult lists a sandbox's processes by pid; More counts those
+// left out past the list's bound (512 processes, 48 KiB).
+type ProcessesResult struct {
+	Processes []ProcessInfo `json:"processes"`
+	More      int           `json:"more,omitempty"`
 }
 
 // Usage is what a sandbox uses at one moment: the result of "stats".

@@ -149,6 +149,8 @@ func (s *server) handle(ctx context.Context, st net.Conn) (kept bool) {
 		err = s.serveUsage(c)
 	case agentproto.OpContainer:
 		err = s.container(c, req.Container)
+	case agentproto.OpProcesses:
+		err = s.processes(ctx, c)
 	default:
 		err = c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.Errorf(agentproto.CodeInvalid, fmt.Sprintf("unknown operation %q", req.Op))})
 	}
@@ -169,6 +171,25 @@ func (s *server) serveUsage(c *agentproto.Conn) error {
 		return c.Write(agentproto.Msg{K: agentproto.KErr, Err: agentproto.ToError(err)})
 	}
 	return c.Write(agentproto.Msg{K: agentproto.KEnd, Usage: &u})
+}
+
+// processLister lists the processes of the sandbox's commands: the
+// spawner does, from the /proc of their PID namespace.
+type processLister interface {
+	Processes(ctx context.Context) ([]agentproto.Process, int, error)
+}
+
+// processes answers OpProcesses.
+func (s *server) processes(ctx context.Context, c *agentproto.Conn) error {
+	pl, ok := s.spawner.(processLister)
+	if !ok {
+		return replyErr(c, agentproto.Errorf(agentproto.CodeUnsupported, "this sandbox's spawner cannot list its processes"))
+	}
+	procs, more, err := pl.Processes(ctx)
+	if err != nil {
+		return replyErr(c, agentproto.ToError(err))
+	}
+	return c.Write(agentproto.Msg{K: agentproto.KEnd, Procs: procs, ProcsMore: more})
 }
 
 // maxContainers bounds the containers of one sandbox.

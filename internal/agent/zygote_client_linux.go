@@ -34,6 +34,9 @@ type zmsg struct {
 	WS    uint32   `cbor:"ws,omitempty"`
 	CPUNs int64    `cbor:"cpu,omitempty"`
 	RSS   int64    `cbor:"rss,omitempty"`
+	// Procs and More answer a "ps" request.
+	Procs []agentproto.Process `cbor:"procs,omitempty"`
+	More  int                  `cbor:"more,omitempty"`
 }
 
 // zcred is who a spawned command runs as.
@@ -136,7 +139,7 @@ func (z *zclient) readLoop() {
 		}
 		z.mu.Lock()
 		switch m.Op {
-		case "spawned":
+		case "spawned", "ps":
 			if ch, ok := z.pending[m.ID]; ok {
 				delete(z.pending, m.ID)
 				ch <- m

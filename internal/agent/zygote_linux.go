@@ -383,6 +383,9 @@ func (z *zserver) serve() {
 		case "kill":
 			closeAll(fds)
 			z.kill(m)
+		case "ps":
+			closeAll(fds)
+			go z.processes(m)
 		default:
 			closeAll(fds)
 		}

@@ -59,7 +59,38 @@ const (
 	// OpContainer adds a container to the sandbox, or removes one
 	// (Request.Container): one KEnd reply, or KErr.
 	OpContainer Op = "container"
+	// OpProcesses lists the processes of the sandbox's commands, as ps
+	// inside it would (the agent's own left out): one KEnd reply with
+	// Procs and ProcsMore, or KErr.
+	OpProcesses Op = "processes"
 )
+
+// Bounds of a process list (OpProcesses): at most MaxProcesses
+// processes, each command line at most MaxProcessCommand bytes; the
+// processes left out are counted in Msg.ProcsMore.
+const (
+	MaxProcesses      = 512
+	MaxProcessCommand = 512
+)
+
+// Process is one process of the sandbox's commands, as /proc inside
+// shows it.
+type Process struct {
+	PID  int    `cbor:"pid"`
+	PPID int    `cbor:"ppid"`
+	UID  uint32 `cbor:"uid"`
+	// State is the kernel's letter: R running, S sleeping, D in an
+	// uninterruptible wait, Z zombie, T stopped, ...
+	State   string        `cbor:"st"`
+	CPUTime time.Duration `cbor:"cpu"`
+	// RSS is its resident memory, in bytes.
+	RSS int64 `cbor:"rss"`
+	// Elapsed is how long ago it started.
+	Elapsed time.Duration `cbor:"el"`
+	// Command is its argv, cut to MaxProcessCommand bytes; for a
+	// process with none (a zombie), its name in brackets.
+	Command []string `cbor:"cmd"`
+}
 
 // ContainerRequest adds or removes a container: a process tree of the
 // sandbox on a root of its own. Its commands (ExecRequest.Container)
@@ -542,6 +573,10 @@ type Msg struct {
 	Info  *FileInfo  `cbor:"i,omitempty"`
 	Files []FileInfo `cbor:"l,omitempty"`
 	Usage *Usage     `cbor:"u,omitempty"`
+	// Procs and ProcsMore answer OpProcesses: the processes, and how
+	// many more there were than the list holds.
+	Procs     []Process `cbor:"p,omitempty"`
+	ProcsMore int       `cbor:"pm,omitempty"`
 }
 
 // Usage is what the user commands use now, and their limit events so
