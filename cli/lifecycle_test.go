@@ -934,3 +934,58 @@ func TestPauseUnpause(t *testing.T) {
 		t.Errorf("pause of a stopped sandbox: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestTop: top lists a sandbox's processes as ps inside it would, in a
+// table or as JSON, and says why it cannot for a paused or stopped one.
+func TestTop(t *testing.T) {
+	t.Parallel()
+	h := newCLIHome(t)
+	id := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "busy", "--", "sh", "-c", "sleep 1000 & echo started; wait"))
+	h.waitLogs("busy", "started\n")
+	var res struct {
+		Processes []struct {
+			PID     int      `json:"pid"`
+			PPID    int      `json:"ppid"`
+			State   string   `json:"state"`
+			Command []string `json:"command"`
+		} `json:"processes"`
+	}
+	// Until the shell's child has become sleep.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out := h.must(nil, "top", "--json", "busy")
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, `["sleep","1000"]`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pids := map[int][]string{}
+	for _, p := range res.Processes {
+		pids[p.PID] = p.Command
+	}
+	found := false
+	for _, p := range res.Processes {
+		if slices.Equal(p.Command, []string{"sleep", "1000"}) {
+			found = true
+			if parent := pids[p.PPID]; len(parent) < 3 || parent[0] != "sh" || parent[2] != "sleep 1000 & echo started; wait" {
+				t.Errorf("sleep's parent: %q", parent)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("top --json: %+v", res)
+	}
+	if table := h.must(nil, "top", id[:8]); !strings.HasPrefix(table, "PID") || !strings.Contains(table, "sleep 1000\n") || !strings.Contains(table, "sh -c 'sleep 1000 & echo started; wait'") {
+		t.Errorf("top:\n%s", table)
+	}
+	h.must(nil, "pause", "busy")
+	if r := h.run(nil, "top", "busy"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("top of a paused sandbox: exit %d, stderr %q", r.code, r.stderr)
+	}
+	h.must(nil, "kill", "busy")
+	if r := h.run(nil, "top", "busy"); r.code == 0 || !strings.Contains(r.stderr, "not running") {
+		t.Errorf("top of a stopped sandbox: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -467,6 +467,16 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	return s.c.call(ctx, api.MethodResume, api.SandboxParams{SandboxID: s.id}, nil)
 }
 
+// Processes lists the processes of the sandbox's commands by pid, as ps
+// inside it would (docker top); more counts those past the list's bound.
+func (s *Sandbox) Processes(ctx context.Context) (procs []api.ProcessInfo, more int, err error) {
+	var r api.ProcessesResult
+	if err := s.c.call(ctx, api.MethodProcesses, api.SandboxParams{SandboxID: s.id}, &r); err != nil {
+		return nil, 0, err
+	}
+	return r.Processes, r.More, nil
+}
+
 // Usage returns what the running sandbox uses now: CPU time so far,
 // memory, processes, limit events and network bytes. Without cgroups the
 // error matches ErrUnsupported.

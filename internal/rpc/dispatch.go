@@ -95,7 +95,7 @@ func methodNames() []string {
 		api.MethodStat, api.MethodMkdir, api.MethodRemove, api.MethodSymlink, api.MethodSetAttr, api.MethodClose, api.MethodSubscribe,
 		api.MethodUnsubscribe, api.MethodInfo, api.MethodAttach,
 		api.MethodPolicyGet, api.MethodPolicyAllow, api.MethodPolicyDeny, api.MethodPolicyRemove, api.MethodStats,
-		api.MethodPause, api.MethodResume,
+		api.MethodPause, api.MethodResume, api.MethodProcesses,
 		api.MethodPortForward, api.MethodPortForwardClose,
 		api.MethodPoolCreate, api.MethodPoolClose, api.MethodPoolList,
 	}
@@ -164,6 +164,8 @@ func lookupMethod(name string) (methodSpec, bool) {
 		return methodSpec{fn: (*session).pause, control: true}, true
 	case api.MethodResume:
 		return methodSpec{fn: (*session).resume, control: true}, true
+	case api.MethodProcesses:
+		return methodSpec{fn: (*session).processes}, true
 	// So are port changes: a listener opened or closed.
 	case api.MethodPortForward:
 		return methodSpec{fn: (*session).portForward, control: true}, true

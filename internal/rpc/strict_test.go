@@ -53,6 +53,7 @@ var misspelt = []struct {
 	{api.MethodStats, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
 	{api.MethodPause, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
 	{api.MethodResume, map[string]any{"sandboxid": "x"}, "sandboxid", "sandbox_id"},
+	{api.MethodProcesses, map[string]any{"sandbox_idd": "x"}, "sandbox_idd", "sandbox_id"},
 	{api.MethodPolicyAllow, map[string]any{"hosts": "example.com"}, "hosts", "host"},
 	{api.MethodPolicyDeny, map[string]any{"hots": "example.com"}, "hots", "host"},
 	{api.MethodPolicyRemove, map[string]any{"hst": "example.com"}, "hst", "host"},

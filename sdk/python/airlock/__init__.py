@@ -18,7 +18,8 @@ from ._errors import (AirlockError, BinaryNotFound, Cancelled, ClientClosed, Com
                       NotFound, OutputOverflow, ParseError, PermissionDenied, PolicyDenied,
                       SandboxNotFound, SandboxNotRunning, SandboxPaused, StartFailed, Unsupported,
                       error_from_wire)
-from ._protocol import Chunk, Event, ExecResult, FileInfo, Info, PolicyResult, PortForward, Usage, find_binary
+from ._protocol import (Chunk, Event, ExecResult, FileInfo, Info, PolicyResult, PortForward, ProcessInfo, Usage,
+                        find_binary)
 from ._sync import Client, EventStream, Policy, Process, Sandbox
 
 __version__ = "0.1.0"
@@ -29,7 +30,7 @@ __all__ = [
     "FileExists", "FileInfo", "FileNotFound", "FilePermission", "FileTooLarge", "Info",
     "InternalError", "InvalidParams", "InvalidPath", "InvalidRequest", "IsADirectory",
     "LimitExceeded", "MethodNotFound", "NoSpace", "NotADirectory", "NotFound", "OutputOverflow",
-    "ParseError", "PermissionDenied", "Policy", "PolicyDenied", "PolicyResult", "PortForward", "Process", "Usage",
+    "ParseError", "PermissionDenied", "Policy", "PolicyDenied", "PolicyResult", "PortForward", "Process", "ProcessInfo", "Usage",
     "Sandbox", "SandboxNotFound", "SandboxNotRunning", "SandboxPaused", "StartFailed", "Unsupported",
     "error_from_wire", "find_binary",
 ]

@@ -376,6 +376,27 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class ProcessInfo:
+    """A process of a sandbox's commands (``sb.processes()``), as ps inside
+    it would show it; ``state`` is the kernel's letter (R, S, D, Z, T)."""
+
+    pid: int
+    ppid: int
+    uid: int
+    state: str
+    cpu_nanos: int
+    rss_bytes: int
+    elapsed_ms: int
+    command: Tuple[str, ...]
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "ProcessInfo":
+        return cls(int(r.get("pid", 0)), int(r.get("ppid", 0)), int(r.get("uid", 0)), str(r.get("state", "")),
+                   int(r.get("cpu_nanos", 0)), int(r.get("rss_bytes", 0)), int(r.get("elapsed_ms", 0)),
+                   tuple(str(a) for a in r.get("command") or ()))
+
+
+@dataclass(frozen=True)
 class PortForward:
     """A published port: the host address bound and the sandbox port it
     leads to."""

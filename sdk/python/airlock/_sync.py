@@ -14,7 +14,7 @@ from typing import (IO, Any, Callable, Deque, Dict, Iterator, List, Mapping, Opt
 from . import _protocol as P
 from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
-                        PolicyResult, PortForward, Usage)
+                        PolicyResult, PortForward, ProcessInfo, Usage)
 
 PathLike = Union[str, "os.PathLike[str]"]
 EventHandler = Callable[[Event], Any]
@@ -916,6 +916,12 @@ class Sandbox:
     def resume(self) -> None:
         """Let the processes of a paused sandbox run on."""
         self._client._call("resume", P.with_id({}, self.id))
+
+    def processes(self) -> List[ProcessInfo]:
+        """The processes of the sandbox's commands by pid, as ps inside it would
+        show them (docker top); at most 512."""
+        r = self._client._call("processes", P.with_id({}, self.id))
+        return [ProcessInfo.from_wire(x) for x in r.get("processes") or ()]
 
     def usage(self) -> Usage:
         """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""

@@ -22,7 +22,7 @@ from typing import (IO, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Ge
 from . import _protocol as P
 from ._errors import AirlockError, ClientClosed, InvalidParams, OutputOverflow, error_from_wire
 from ._protocol import (Chunk, Command, Data, Event, ExecResult, FileInfo, Info,
-                        PolicyResult, PortForward, Usage)
+                        PolicyResult, PortForward, ProcessInfo, Usage)
 from ._sync import DEFAULT_EVENT_BUFFER, DEFAULT_MAX_BUFFERED_OUTPUT
 
 __all__ = ["Client", "Sandbox", "Process", "Policy", "EventStream"]
@@ -798,6 +798,12 @@ class Sandbox:
     async def resume(self) -> None:
         """Let the processes of a paused sandbox run on."""
         await self._client._call("resume", P.with_id({}, self.id))
+
+    async def processes(self) -> List[ProcessInfo]:
+        """The processes of the sandbox's commands by pid, as ps inside it would
+        show them (docker top); at most 512."""
+        r = await self._client._call("processes", P.with_id({}, self.id))
+        return [ProcessInfo.from_wire(x) for x in r.get("processes") or ()]
 
     async def usage(self) -> Usage:
         """What the sandbox uses now: CPU time so far, memory, processes, network bytes."""

@@ -82,6 +82,7 @@ def test_async_everything(tmp_path: Path) -> None:
             with pytest.raises(airlock.SandboxPaused):
                 await sb.exec("true")
             await sb.resume()
+            assert pid in {p.pid for p in await sb.processes()}
             with pytest.raises(airlock.CommandFailed):
                 await sb.exec(["/nope"])
             assert (await sb.client.info()).protocol == 1

@@ -223,6 +223,8 @@ def test_pause_resume(sb: airlock.Sandbox) -> None:
         sb.pause()
     sb.resume()
     assert sb.exec(f"kill -0 {pid} && echo alive").stdout == b"alive\n"
+    top = {p.pid: p for p in sb.processes()}
+    assert top[pid].command == ("sleep", "1000") and top[pid].state == "S", top
     with pytest.raises(airlock.SandboxPaused, match="not paused"):
         sb.resume()
 

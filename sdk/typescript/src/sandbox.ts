@@ -19,6 +19,7 @@ import type {
   OutputChunk,
   PolicyHosts,
   PortForward,
+  ProcessInfo,
   SandboxEvent,
   StartOptions,
   Usage,
@@ -597,6 +598,17 @@ export class Sandbox {
   /** Let the processes of a paused sandbox run on. */
   async resume(): Promise<void> {
     await this.call('resume', {});
+  }
+
+  /** The processes of the sandbox's commands by pid, as ps inside it would show them (docker top); at most 512. */
+  async processes(): Promise<ProcessInfo[]> {
+    const r = (await this.call('processes', {})).result ?? {};
+    const list: Record<string, unknown>[] = Array.isArray(r.processes) ? r.processes : [];
+    return list.map((p) => ({
+      pid: Number(p.pid ?? 0), ppid: Number(p.ppid ?? 0), uid: Number(p.uid ?? 0), state: String(p.state ?? ''),
+      cpuNanos: Number(p.cpu_nanos ?? 0), rssBytes: Number(p.rss_bytes ?? 0), elapsedMs: Number(p.elapsed_ms ?? 0),
+      command: Array.isArray(p.command) ? p.command.map(String) : [],
+    }));
   }
 
   /** What the sandbox uses now: CPU time so far, memory, processes, network bytes. */

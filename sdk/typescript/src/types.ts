@@ -155,6 +155,20 @@ export interface PortForward {
 
 /** The host lists of a sandbox's network policy, after a change. */
 /** What a sandbox uses now (sandbox.usage()); limits of 0 are none. */
+/** A process of a sandbox's commands (sb.processes()), as ps inside it would show it. */
+export interface ProcessInfo {
+  pid: number;
+  ppid: number;
+  uid: number;
+  /** The kernel's letter: R running, S sleeping, D waiting on a device, Z zombie, T stopped. */
+  state: string;
+  cpuNanos: number;
+  rssBytes: number;
+  elapsedMs: number;
+  /** Its argv (cut to 512 bytes), or its name in brackets. */
+  command: string[];
+}
+
 export interface Usage {
   /** When it was read (RFC 3339). */
   time: string;

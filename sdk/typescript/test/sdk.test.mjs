@@ -180,6 +180,8 @@ describe('one sandbox', { skip }, () => {
     await assert.rejects(sb.pause(), /already/);
     await sb.resume();
     assert.equal((await sb.exec(['kill', '-0', String(pid)])).exitCode, 0);
+    const top = await sb.processes();
+    assert.deepEqual(top.find((p) => p.pid === pid)?.command, ['sleep', '1000']);
     await assert.rejects(sb.resume(), (e) => e instanceof SandboxPausedError && /not paused/.test(e.message));
   });
 
