@@ -211,6 +211,21 @@ type listOut struct {
 	Truncated bool    `json:"truncated,omitempty"`
 }
 
+type procOut struct {
+	Processes []proc `json:"processes"`
+	// More counts the processes past the list's bound.
+	More int `json:"more,omitempty"`
+}
+
+type proc struct {
+	PID     int    `json:"pid"`
+	PPID    int    `json:"ppid"`
+	State   string `json:"state" jsonschema:"R running, S sleeping, D waiting on a device, Z zombie, T stopped"`
+	CPUMs   int64  `json:"cpu_ms"`
+	RSSKiB  int64  `json:"rss_kib"`
+	Command string `json:"command"`
+}
+
 type idIn struct {
 	SandboxID string `json:"sandbox_id"`
 }
@@ -236,6 +251,8 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "write_file", Description: "Write a text file in a sandbox, replacing it if it exists."}, s.write)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "read_file", Description: "Read a file from a sandbox. Large files come back in parts: truncated says there is more, read again from offset + the bytes read."}, s.read)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "list_files", Description: "List a directory of a sandbox."}, s.list)
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "processes", Description: "List the processes running in a sandbox (as ps would, in any image): " +
+		"pid, parent, state, CPU time, memory and command line. Use it to see what a background command is doing, or what is left running."}, s.processes)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "sandbox_close", Description: "Close a sandbox: its processes end and its files are gone."}, s.close)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "policy_allow", Description: "Let a sandbox reach one more host over HTTP(S). The sandbox must have been created with a network (allowed_hosts, or the server's configuration)."}, s.allow)
 }
@@ -397,6 +414,25 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*
 			kind = "symlink"
 		}
 		out.Entries = append(out.Entries, entry{Name: f.Name, Type: kind, Size: f.Size})
+	}
+	return nil, out, nil
+}
+
+func (s *Server) processes(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, procOut, error) {
+	sb, err := s.sandbox(in.SandboxID)
+	if err != nil {
+		return nil, procOut{}, err
+	}
+	list, more, err := sb.Processes(ctx)
+	if err != nil {
+		return nil, procOut{}, err
+	}
+	out := procOut{Processes: []proc{}, More: more}
+	for _, p := range list {
+		out.Processes = append(out.Processes, proc{
+			PID: p.PID, PPID: p.PPID, State: p.State, CPUMs: p.CPUNanos / 1e6, RSSKiB: p.RSSBytes >> 10,
+			Command: strings.Join(p.Command, " "),
+		})
 	}
 	return nil, out, nil
 }

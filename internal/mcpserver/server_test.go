@@ -109,7 +109,7 @@ func TestTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"sandbox_create": true, "exec": true, "write_file": true, "read_file": true, "list_files": true, "sandbox_close": true, "policy_allow": true}
+	want := map[string]bool{"sandbox_create": true, "exec": true, "write_file": true, "read_file": true, "list_files": true, "sandbox_close": true, "policy_allow": true, "processes": true}
 	for _, tool := range tools.Tools {
 		if !want[tool.Name] {
 			t.Errorf("unexpected tool %s", tool.Name)
@@ -161,6 +161,20 @@ func TestTools(t *testing.T) {
 	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": fmt.Sprintf("for i in $(seq 100); do [ -s /tmp/bg ] && break; sleep 0.1; done; kill -0 %d && cat /tmp/bg", bg.Pid)}, &ex)
 	if ex.ExitCode != 0 || ex.Stdout != "started\n" {
 		t.Errorf("the command left running in the background: %+v", ex)
+	}
+	var ps struct {
+		Processes []struct {
+			PID     int    `json:"pid"`
+			Command string `json:"command"`
+		} `json:"processes"`
+	}
+	call(t, cs, "processes", map[string]any{"sandbox_id": id}, &ps)
+	seen := false
+	for _, p := range ps.Processes {
+		seen = seen || p.PID == bg.Pid && p.Command == "sleep 1000"
+	}
+	if !seen {
+		t.Errorf("processes: %+v, want the background command %d", ps.Processes, bg.Pid)
 	}
 	call(t, cs, "write_file", map[string]any{"sandbox_id": id, "path": "/workspace/a.txt", "content": strings.Repeat("x", 150)}, nil)
 	var rd struct {

@@ -22,7 +22,7 @@ const ok = (name, res) => {
 
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-assert.deepEqual(names, ["exec", "list_files", "policy_allow", "read_file", "sandbox_close", "sandbox_create", "write_file"]);
+assert.deepEqual(names, ["exec", "list_files", "policy_allow", "processes", "read_file", "sandbox_close", "sandbox_create", "write_file"]);
 for (const t of tools) {
   assert.ok(t.description.length > 20, `${t.name} has a description`);
   assert.equal(t.inputSchema.type, "object");
@@ -44,6 +44,13 @@ r = ok("read_file", await call("read_file", { sandbox_id, path: "/workspace/note
 assert.equal(r.content, "line one\nline two\n");
 assert.ok(!r.truncated);
 console.log("read_file");
+
+// What runs in the background, seen through processes.
+r = ok("exec", await call("exec", { sandbox_id, command: "exec sleep 1000", background: true }));
+const bgPid = r.pid;
+r = ok("processes", await call("processes", { sandbox_id }));
+assert.ok(r.processes.some((p) => p.pid === bgPid && p.command === "sleep 1000"), JSON.stringify(r.processes));
+console.log("processes");
 
 // A huge output is cut, and the result says so.
 r = ok("exec", await call("exec", { sandbox_id, command: "seq 1 1000000" }));

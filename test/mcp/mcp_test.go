@@ -63,7 +63,7 @@ func TestOfficialClient(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("the official MCP client: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
 	}
-	want := "tools 7\ncreated\nexec\nread_file\nhuge output\nmistakes\nclosed\ndone\n"
+	want := "tools 8\ncreated\nexec\nread_file\nprocesses\nhuge output\nmistakes\nclosed\ndone\n"
 	if out.String() != want {
 		t.Errorf("client output:\n%s\nwant:\n%s", out.String(), want)
 	}

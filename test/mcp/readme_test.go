@@ -103,7 +103,7 @@ func TestReadmeClientConfig(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	slices.Sort(names)
-	want := []string{"exec", "list_files", "policy_allow", "read_file", "sandbox_close", "sandbox_create", "write_file"}
+	want := []string{"exec", "list_files", "policy_allow", "processes", "read_file", "sandbox_close", "sandbox_create", "write_file"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}
