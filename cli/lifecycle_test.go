@@ -291,6 +291,19 @@ func TestDetachedNames(t *testing.T) {
 	if out := h.must(nil, "wait", "hup"); out != "137\n" {
 		t.Errorf("wait after kill: %q, want 137", out)
 	}
+	// rename, as docker's: the new name reaches it, the old one is free,
+	// a name another has is refused.
+	h.must(nil, "rename", "web", "web-old")
+	if out := h.must(nil, "inspect", "--format", "{{.id}} {{.name}}", "web-old"); out != id+" web-old\n" {
+		t.Errorf("inspect after rename: %q", out)
+	}
+	if r := h.run(nil, "rename", "web-old", "job"); r.code == 0 || !strings.Contains(r.stderr, "taken") {
+		t.Errorf("rename to a name another has: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := h.run(nil, "inspect", "web"); r.code == 0 {
+		t.Errorf("the old name still names a sandbox")
+	}
+	h.must(nil, "rename", "web-old", "web")
 	h.must(nil, "rm", "web")
 	id2 := strings.TrimSpace(h.must(nil, "run", "-d", "--name", "web", "--", "sleep", "60"))
 	if id2 == id || h.must(nil, "inspect", "--format", "{{.id}}", "web") != id2+"\n" {

@@ -176,7 +176,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		return runRPC(rpcCmd, opts)
 	}
 	root.AddCommand(a.newRunCmd(), a.newExecCmd(), a.newAttachCmd(), a.newCpCmd(), a.newLogsCmd(),
-		a.newListCmd(), a.newGetCmd(), a.newWaitCmd(), a.newStopCmd(), a.newKillCmd(), a.newPauseCmd(), a.newUnpauseCmd(), a.newRmCmd(), a.newPruneCmd(), a.newPolicyCmd(), a.newStatsCmd(), a.newTopCmd(), a.newEventsCmd(), a.newPortCmd(),
+		a.newListCmd(), a.newGetCmd(), a.newWaitCmd(), a.newStopCmd(), a.newKillCmd(), a.newPauseCmd(), a.newUnpauseCmd(), a.newRenameCmd(), a.newRmCmd(), a.newPruneCmd(), a.newPolicyCmd(), a.newStatsCmd(), a.newTopCmd(), a.newEventsCmd(), a.newPortCmd(),
 		rpcCmd, a.newMCPCmd(), a.newSuperviseCmd(), a.newPoolCmd(), a.newPoolSuperviseCmd(), a.newVersionCmd(), a.newDoctorCmd(), a.newImageCmd(), a.newKernelCmd(), a.newPrefetchCmd())
 	root.AddCommand(a.dockerShortcuts()...)
 	if a.name != "airlock" {

@@ -349,6 +349,48 @@ func (s *Store) Update(id string, fn func(*Record)) error {
 	return nil
 }
 
+// Rename gives sandbox id the name name, which no other sandbox may
+// have (ErrExists), and frees the name it had.
+func (s *Store) Rename(id, name string) error {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("rename sandbox: %w", err)
+	}
+	if err := ValidateName(name); err != nil {
+		return fmt.Errorf("rename sandbox %s: %w", id, err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return fmt.Errorf("rename sandbox %s: %w", id, err)
+	}
+	defer root.Close()
+	sub, unlock, err := lockSandbox(root, id)
+	if err != nil {
+		return wrap(err, "rename sandbox %s", id)
+	}
+	defer sub.Close()
+	defer unlock()
+	rec, err := readRecord(sub, id)
+	if err != nil {
+		return wrap(err, "rename sandbox %s", id)
+	}
+	if rec.Name == name {
+		return nil
+	}
+	if err := claimName(root, name, id); err != nil {
+		return err
+	}
+	old := rec.Name
+	rec.Name = name
+	if err := writeRecord(sub, rec); err != nil {
+		releaseName(root, name, id)
+		return fmt.Errorf("rename sandbox %s: %w", id, err)
+	}
+	if old != "" {
+		releaseName(root, old, id)
+	}
+	return nil
+}
+
 // Replace writes rec as the record of an existing sandbox, whatever the
 // record holds now, even when it cannot be read: it is how a supervisor,
 // which knows the whole record, repairs a damaged one.

@@ -761,6 +761,48 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// Rename moves a sandbox's name: the new one resolves to it, the old one
+// is free, a name another has is refused, and the same name twice is
+// nothing.
+func TestRename(t *testing.T) {
+	s, _ := newStore(t)
+	mustRegister(t, s, Record{ID: "sb-aaa111", Name: "web", Status: StatusStopped})
+	mustRegister(t, s, Record{ID: "sb-bbb222", Name: "db", Status: StatusStopped})
+	mustRegister(t, s, Record{ID: "sb-ccc333", Status: StatusStopped})
+	if err := s.Rename("sb-aaa111", "front"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.Resolve("front"); err != nil || id != "sb-aaa111" {
+		t.Errorf("Resolve(front) = %q, %v", id, err)
+	}
+	if _, err := s.Resolve("web"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the old name still resolves: %v", err)
+	}
+	if r, _ := s.Get("sb-aaa111"); r.Name != "front" {
+		t.Errorf("the record's name: %q", r.Name)
+	}
+	if err := s.Rename("sb-aaa111", "db"); !errors.Is(err, ErrExists) {
+		t.Errorf("to a name another has: %v", err)
+	}
+	if r, _ := s.Get("sb-aaa111"); r.Name != "front" {
+		t.Errorf("a refused rename changed the record: %q", r.Name)
+	}
+	if err := s.Rename("sb-aaa111", "front"); err != nil {
+		t.Errorf("to its own name: %v", err)
+	}
+	if err := s.Rename("sb-ccc333", "web"); err != nil {
+		t.Errorf("a sandbox without a name, to a freed name: %v", err)
+	}
+	for _, bad := range []string{"", "-x", "a b"} {
+		if err := s.Rename("sb-ccc333", bad); err == nil {
+			t.Errorf("renamed to %q", bad)
+		}
+	}
+	if err := s.Rename("sb-nosuch", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an unknown sandbox: %v", err)
+	}
+}
+
 func TestTrimStopped(t *testing.T) {
 	s, _ := newStore(t)
 	base := time.Now().Add(-time.Hour)
