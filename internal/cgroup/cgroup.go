@@ -83,7 +83,7 @@ func (v Version) String() string {
 // `airlock doctor` and for degradation reports.
 type Info struct {
 	Version     Version  // which hierarchy airlock would use
-	Controllers []string // controllers among memory, pids, cpu available in that hierarchy
+	Controllers []string // controllers among memory, pids, cpu available in that hierarchy, and freezer (which pausing a sandbox needs)
 	Writable    bool     // the calling user can create groups there
 	Base        string   // v2: the base directory; v1: the mount roots in use, space separated
 	Reason      string   // when !Writable or controllers are missing: the exact reason and fix

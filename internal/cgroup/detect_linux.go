@@ -14,6 +14,8 @@ import (
 
 	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/kernel"
 )
 
 // needed are the controllers a sandbox's user group is limited with.
@@ -124,6 +126,9 @@ func detect(f sysFiles) layout {
 			lay.known = append(lay.known, filepath.Join(own, airlockDir))
 		}
 		base, ctrls, find := checkV2(*v2, own, len(v1) > 0)
+		if kernel.AtLeast(kernel.Release(), 5, 2) {
+			ctrls = append(ctrls, "freezer") // cgroup.freeze, in every group
+		}
 		lay.info = Info{Version: V2, Controllers: ctrls, Base: base}
 		if find == nil {
 			lay.v2Base = base
@@ -139,6 +144,9 @@ func detect(f sysFiles) layout {
 			if !slices.Contains(dirs, m.dir) {
 				dirs = append(dirs, m.dir)
 			}
+		}
+		if slices.ContainsFunc(inUse, func(m v1Mount) bool { return m.controller == "freezer" }) {
+			ctrls = append(ctrls, "freezer")
 		}
 		lay.info = Info{Version: V1, Controllers: ctrls, Base: strings.Join(dirs, " ")}
 		if find == nil {

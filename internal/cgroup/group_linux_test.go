@@ -189,8 +189,11 @@ func TestDetectRoot(t *testing.T) {
 	if !info.Writable || info.Reason != "" {
 		t.Fatalf("Detect() = %+v, want writable without a reason", info)
 	}
-	if !slices.Equal(info.Controllers, needed) {
+	if !slices.Equal(withoutFreezer(info.Controllers), needed) {
 		t.Errorf("controllers = %v, want %v", info.Controllers, needed)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/freezer/cgroup.procs"); (err == nil || info.Version == V2) != slices.Contains(info.Controllers, "freezer") {
+		t.Errorf("controllers = %v, with the freezer hierarchy mounted: %v", info.Controllers, err == nil)
 	}
 	// On a hybrid machine whose v2 hierarchy has no controllers (like the
 	// one this was written on), v1 must be chosen.

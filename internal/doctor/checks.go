@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -319,6 +320,9 @@ func cgroupCheck(info func() (string, []string, bool, string)) Check {
 	if writable {
 		c.Status = OK
 		c.Detail += ", writable"
+		if !slices.Contains(controllers, "freezer") {
+			c.Detail += "; no freezer, so `airlock pause` is refused at the process level (cgroup v1: mount -t cgroup -o freezer cgroup /sys/fs/cgroup/freezer; cgroup v2 has one from Linux 5.2)"
+		}
 		return c
 	}
 	c.Status = Warn

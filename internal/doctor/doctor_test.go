@@ -363,8 +363,14 @@ func TestCgroupCheck(t *testing.T) {
 		t.Errorf("unwritable: %+v", c)
 	}
 	c = cgroupCheck(func() (string, []string, bool, string) { return "v2", nil, true, "" })
-	if c.Status != OK {
-		t.Errorf("writable: %+v", c)
+	if c.Status != OK || !strings.Contains(c.Detail, "airlock pause` is refused") {
+		t.Errorf("writable, no freezer: %+v", c)
+	}
+	c = cgroupCheck(func() (string, []string, bool, string) {
+		return "v1", []string{"memory", "pids", "cpu", "freezer"}, true, ""
+	})
+	if c.Status != OK || strings.Contains(c.Detail, "pause") || !strings.Contains(c.Detail, "freezer") {
+		t.Errorf("writable, with a freezer: %+v", c)
 	}
 }
 
