@@ -74,7 +74,7 @@ template of its keys ({{.type}} {{.sandbox_id}} {{.network.host}}).`,
 			}
 			w := &eventWatcher{
 				a: a, store: store, fixed: fixed, filter: f, asJSON: asJSON, tmpl: tmpl,
-				conns: map[string]*client.Client{}, forwarded: map[string]chan struct{}{}, names: map[string]string{}, ended: map[string]bool{},
+				conns: map[string]*client.Client{}, forwarded: map[string]chan struct{}{}, names: map[string]string{}, ended: map[string]bool{}, ending: map[string]bool{},
 				out: make(chan client.Event, 256),
 			}
 			return w.run(cmd.Context())
@@ -139,9 +139,11 @@ type eventWatcher struct {
 	// forwarded is closed when a connection's events are all in out.
 	forwarded map[string]chan struct{}
 	names     map[string]string
-	// ended holds the sandboxes whose end was printed.
-	ended map[string]bool
-	out   chan client.Event
+	// ended holds the sandboxes whose end was printed; ending those
+	// whose connection closed before their record said how they ended.
+	ended  map[string]bool
+	ending map[string]bool
+	out    chan client.Event
 }
 
 func (w *eventWatcher) run(ctx context.Context) error {
@@ -156,7 +158,7 @@ func (w *eventWatcher) run(ctx context.Context) error {
 			return err
 		}
 		first = false
-		if len(w.fixed) > 0 && len(w.conns) == 0 && !slices.ContainsFunc(w.fixed, w.running) {
+		if len(w.fixed) > 0 && len(w.conns) == 0 && len(w.ending) == 0 && !slices.ContainsFunc(w.fixed, w.running) {
 			return nil
 		}
 		deadline := time.After(eventsPoll)
@@ -189,10 +191,18 @@ func (w *eventWatcher) scan(ctx context.Context, first bool) error {
 		select {
 		case <-c.Done():
 			delete(w.conns, id)
-			if err := w.printEnd(id); err != nil {
+			if err := w.drain(id); err != nil {
 				return err
 			}
+			w.ending[id] = true
 		default:
+		}
+	}
+	for id := range w.ending {
+		if done, err := w.printEnd(id); err != nil {
+			return err
+		} else if done {
+			delete(w.ending, id)
 		}
 	}
 	var recs []state.Record
@@ -210,7 +220,7 @@ func (w *eventWatcher) scan(ctx context.Context, first bool) error {
 		recs = all
 	}
 	for _, r := range recs {
-		if r.Status != state.StatusRunning || w.conns[r.ID] != nil || w.ended[r.ID] {
+		if r.Status != state.StatusRunning || w.conns[r.ID] != nil || w.ended[r.ID] || w.ending[r.ID] {
 			continue
 		}
 		w.names[r.ID] = r.Name
@@ -247,9 +257,8 @@ func (w *eventWatcher) wants(typ string) bool {
 	return len(w.filter.types) == 0 || slices.Contains(w.filter.types, typ)
 }
 
-// printEnd prints what sandbox id sent before its connection closed,
-// and then its end from its record, unless its events said it.
-func (w *eventWatcher) printEnd(id string) error {
+// drain prints what sandbox id sent before its connection closed.
+func (w *eventWatcher) drain(id string) error {
 	done := w.forwarded[id]
 	delete(w.forwarded, id)
 	for done != nil {
@@ -262,16 +271,24 @@ func (w *eventWatcher) printEnd(id string) error {
 			done = nil
 		}
 	}
+	return nil
+}
+
+// printEnd prints the end of sandbox id from its record, unless its
+// events said it, and reports whether nothing is left to print: false
+// while its supervisor has not yet recorded the end.
+func (w *eventWatcher) printEnd(id string) (bool, error) {
 	if w.ended[id] || !w.wants(api.EventLifecycle) {
-		return nil
+		return true, nil
 	}
 	r, err := w.store.Get(id)
-	if err != nil || r.Status == state.StatusRunning {
-		// Its supervisor has not recorded the end yet: the next scan
-		// reaches it again, or finds it ended.
-		return nil
+	if err != nil {
+		return true, nil // removed: nothing says how it ended
 	}
-	return w.print(lifecycleEvent(id, r.StoppedAt.Unix(), api.LifecycleEvent{State: r.Status, Reason: r.Reason}))
+	if r.Status == state.StatusRunning {
+		return false, nil
+	}
+	return true, w.print(lifecycleEvent(id, r.StoppedAt.Unix(), api.LifecycleEvent{State: r.Status, Reason: r.Reason}))
 }
 
 func lifecycleEvent(id string, ts int64, l api.LifecycleEvent) client.Event {
