@@ -993,6 +993,22 @@ func TestTop(t *testing.T) {
 	if table := h.must(nil, "top", id[:8]); !strings.HasPrefix(table, "PID") || !strings.Contains(table, "sleep 1000\n") || !strings.Contains(table, "sh -c 'sleep 1000 & echo started; wait'") {
 		t.Errorf("top:\n%s", table)
 	}
+	// A command line set inside to hold terminal escapes is shown
+	// escaped.
+	h.must(nil, "exec", "-d", "busy", "--", "python3", "-c", `import os; os.execvp("sleep", ["\x1b]0;pwned\x07", "999"])`)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		table := h.must(nil, "top", "busy")
+		if strings.ContainsAny(table, "\x1b\x07") {
+			t.Fatalf("top printed a raw escape: %q", table)
+		}
+		if strings.Contains(table, "pwned") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("top never listed the command named with escapes:\n%s", table)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	h.must(nil, "pause", "busy")
 	if r := h.run(nil, "top", "busy"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
 		t.Errorf("top of a paused sandbox: exit %d, stderr %q", r.code, r.stderr)
