@@ -3,6 +3,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -182,7 +183,8 @@ func (g *v1Group) kill() error {
 	}
 	// A frozen v1 process dies of SIGKILL only once thawed: the kill is
 	// sent first, so that none runs a user instruction after the thaw.
-	if state, _, err := g.freezer(); err == nil && exists(state.path) {
+	// A group that is not frozen (nearly all) is killed as it is.
+	if state, frozen, err := g.freezer(); err == nil && g.frozen(state, frozen) {
 		if pids, err := list(); err == nil {
 			for _, pid := range pids {
 				if pid != os.Getpid() {
@@ -195,6 +197,12 @@ func (g *v1Group) kill() error {
 		}
 	}
 	return killAll(g.rel, list)
+}
+
+// frozen reports whether the group is frozen or being frozen.
+func (g *v1Group) frozen(state freezeFile, frozen frozenFile) bool {
+	b, err := os.ReadFile(frozen.path)
+	return err == nil && !bytes.Equal(bytes.TrimSpace(b), state.thaw)
 }
 
 func (g *v1Group) remove() error {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +54,8 @@ type Sandbox struct {
 	tapFile *os.File // the TAP device made from here, until Link hands it over
 	cmd     *exec.Cmd
 	group   *cgroup.Group
-	noGroup error // why the sandbox has no cgroup, when it has none
+	noGroup error       // why the sandbox has no cgroup, when it has none
+	paused  atomic.Bool // its cgroup was frozen by Pause, not thawed since
 	disk    *diskfs.Disk
 	ids     *idalloc.Lease // the block of host ids the sandbox's ids map to, as root
 	vfs     *hostVFS       // its programmable mounts, when it has any
@@ -383,7 +385,11 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	if s.group == nil {
 		return s.cannotPause()
 	}
-	return s.group.Freeze(ctx)
+	if err := s.group.Freeze(ctx); err != nil {
+		return err
+	}
+	s.paused.Store(true)
+	return nil
 }
 
 // Resume thaws the sandbox's cgroup.
@@ -391,7 +397,11 @@ func (s *Sandbox) Resume(context.Context) error {
 	if s.group == nil {
 		return s.cannotPause()
 	}
-	return s.group.Thaw()
+	if err := s.group.Thaw(); err != nil {
+		return err
+	}
+	s.paused.Store(false)
+	return nil
 }
 
 func (s *Sandbox) cannotPause() error {
@@ -425,7 +435,7 @@ func (s *Sandbox) Close() error {
 		}
 		if s.cmd != nil && s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill()
-			if s.group != nil {
+			if s.paused.Load() {
 				// A paused sandbox's agent dies once thawed (v1's
 				// freezer holds even SIGKILL), its commands with it.
 				_ = s.group.Thaw()
