@@ -42,9 +42,6 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	s.paused.Store(true)
 	if err := s.b.Pause(ctx); err != nil {
 		s.paused.Store(false)
-		if errors.Is(err, errors.ErrUnsupported) {
-			return fmt.Errorf("pause sandbox %s: %w", s.id, err)
-		}
 		if e := s.Err(); e != nil {
 			return fmt.Errorf("pause sandbox %s: %w", s.id, e)
 		}

@@ -22,7 +22,7 @@ func (a *app) newUnpauseCmd() *cobra.Command {
 // pauseCmd is pause, or unpause (resume), as docker's.
 func (a *app) pauseCmd(pause bool) *cobra.Command {
 	var all, asJSON bool
-	use, short, long, done := "pause ID... | --all",
+	verb, use, short, long, done := "pause", "pause ID... | --all",
 		"Stop every process of running sandboxes where it is, until unpause",
 		`Stop every process of running sandboxes where it is, until unpause, as
 docker pause does: they get no CPU and do not run; unpause lets them go
@@ -39,7 +39,7 @@ cgroup, and on cgroup v1 the freezer hierarchy), at gvisor the Sentry
 stops its tasks, and a micro-VM's CPUs are stopped.`, "paused"
 	sel := func(r state.Record) bool { return r.Status == state.StatusRunning && !r.Paused }
 	if !pause {
-		use, short, long, done = "unpause ID... | --all",
+		verb, use, short, long, done = "unpause", "unpause ID... | --all",
 			"Let the processes of paused sandboxes run on",
 			`Let the processes of paused sandboxes run on from where they were, as
 docker unpause does.`, "unpaused"
@@ -49,7 +49,7 @@ docker unpause does.`, "unpaused"
 		Use:     use,
 		Short:   short,
 		Long:    long,
-		Example: "  " + a.name + " " + done[:len(done)-1] + " web",
+		Example: "  " + a.name + " " + verb + " web",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return errors.New("give sandbox ids or --all")
