@@ -41,8 +41,12 @@ func listProcesses(self int) ([]agentproto.Process, int) {
 	uptime := readUptime()
 	pageSize := int64(os.Getpagesize())
 	var out []agentproto.Process
-	more, size := 0, 0
-	for _, pid := range pids {
+	size := 0
+	for i, pid := range pids {
+		if len(out) >= agentproto.MaxProcesses {
+			// The rest are counted, not read.
+			return out, len(pids) - i
+		}
 		p, ok := readProcess(pid, uptime, pageSize)
 		if !ok {
 			continue // gone meanwhile
@@ -51,14 +55,13 @@ func listProcesses(self int) ([]agentproto.Process, int) {
 		for _, a := range p.Command {
 			n += len(a) + 2
 		}
-		if len(out) >= agentproto.MaxProcesses || size+n > procsBudget {
-			more++
-			continue
+		if size+n > procsBudget {
+			return out, len(pids) - i
 		}
 		size += n
 		out = append(out, p)
 	}
-	return out, more
+	return out, 0
 }
 
 // readUptime is the time since boot, from /proc/uptime.
